@@ -1,0 +1,128 @@
+//! Built-in names (LANGUAGE.md §5, §6) with their type schemes.
+//!
+//! Signatures are written in the surface type syntax and parsed once; type variables are
+//! numbered in order of appearance, and `classes` lists the constraints on them by name.
+
+use crate::types::{Classes, Scheme};
+
+macro_rules! builtins {
+    ($( $variant:ident = $name:literal : $sig:literal $([$($var:literal : $cls:ident),*])? ; )*) => {
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Builtin { $($variant),* }
+
+        impl Builtin {
+            pub const ALL: &'static [Builtin] = &[$(Builtin::$variant),*];
+
+            pub fn name(self) -> &'static str {
+                match self { $(Builtin::$variant => $name),* }
+            }
+
+            /// The signature in surface syntax.
+            pub fn signature(self) -> &'static str {
+                match self { $(Builtin::$variant => $sig),* }
+            }
+
+            /// Classes of the signature's type variables, by name.
+            pub fn var_classes(self) -> &'static [(&'static str, Classes)] {
+                match self { $(Builtin::$variant => &[$($(($var, Classes::$cls)),*)?]),* }
+            }
+        }
+    };
+}
+
+builtins! {
+    // Real primitives with Jacobians (LANGUAGE.md §5).
+    Sin = "sin" : "Real -> Real";
+    Cos = "cos" : "Real -> Real";
+    Tan = "tan" : "Real -> Real";
+    Exp = "exp" : "Real -> Real";
+    Log = "log" : "Real -> Real";
+    Sqrt = "sqrt" : "Real -> Real";
+    Tanh = "tanh" : "Real -> Real";
+    Sigmoid = "sigmoid" : "Real -> Real";
+    Abs = "abs" : "'a -> 'a" ["a": NUM];
+    Neg = "neg" : "'a -> 'a" ["a": NUM];
+    Max = "max" : "'a -> 'a -> 'a" ["a": NUM];
+    Min = "min" : "'a -> 'a -> 'a" ["a": NUM];
+    ToReal = "toReal" : "Int -> Real";
+    // Arrays.
+    Build = "build" : "Int -> (Int -> 'a) -> Array 'a";
+    Len = "len" : "Array 'a -> Int";
+    Map = "map" : "('a -> 'b) -> Array 'a -> Array 'b";
+    ZipWith = "zipWith" : "('a -> 'b -> 'c) -> Array 'a -> Array 'b -> Array 'c";
+    Fold = "fold" : "('b -> 'a -> 'b) -> 'b -> Array 'a -> 'b";
+    Sum = "sum" : "Array 'a -> 'a" ["a": NUM];
+    Dot = "dot" : "Array 'a -> Array 'a -> 'a" ["a": NUM];
+    Iterate = "iterate" : "Int -> ('a -> 'a) -> 'a -> 'a";
+    // Duals and 1-forms.
+    Star = "star" : "'a -> Dual 'a" ["a": FO];
+    Unstar = "unstar" : "Dual 'a -> 'a" ["a": FO];
+    Omega = "omega" : "'a -> Omega 'a" ["a": FO];
+    Jac = "jac" : "('a -> 'b) -> 'a -> 'a -> 'b";
+    Grad = "grad" : "('a -> Real) -> 'a -> 'a" ["a": FO];
+    Vjp = "vjp" : "('a -> 'b) -> 'a -> 'b -> 'a" ["a": FO, "b": FO];
+    Jacobian = "jacobian" : "(Array Real -> Array Real) -> Array Real -> Array (Array Real)";
+    // Groups.
+    IntGroup = "intGroup" : "Group Int";
+    RealGroup = "realGroup" : "Group Real";
+    BagGroup = "bagGroup" : "Group (Bag 'a)" ["a": KEY];
+    MapGroup = "mapGroup" : "Group 'v -> Group (Map 'k 'v)" ["k": KEY];
+    PairGroup = "pairGroup" : "Group 'a -> Group 'b -> Group ('a * 'b)";
+    MkGroup = "group" : "('a -> 'a -> 'a) -> ('a -> 'a) -> 'a -> Group 'a";
+    // Bags.
+    EmptyBag = "emptyBag" : "Bag 'a" ["a": KEY];
+    Singleton = "singleton" : "'a -> Bag 'a" ["a": KEY];
+    Merge = "merge" : "Bag 'a -> Bag 'a -> Bag 'a" ["a": KEY];
+    Negate = "negate" : "Bag 'a -> Bag 'a" ["a": KEY];
+    FoldBag = "foldBag" : "Group 'b -> ('a -> 'b) -> Bag 'a -> 'b" ["a": KEY];
+    MapBag = "mapBag" : "('a -> 'b) -> Bag 'a -> Bag 'b" ["a": KEY, "b": KEY];
+    FilterBag = "filterBag" : "('a -> Bool) -> Bag 'a -> Bag 'a" ["a": KEY];
+    FlatMapBag = "flatMapBag" : "('a -> Bag 'b) -> Bag 'a -> Bag 'b" ["a": KEY, "b": KEY];
+    // Maps.
+    EmptyMap = "emptyMap" : "Map 'k 'v" ["k": KEY];
+    SingletonMap = "singletonMap" : "'k -> 'v -> Map 'k 'v" ["k": KEY];
+    FoldMap = "foldMap" : "Group 'v -> Group 'b -> ('k -> 'v -> 'b) -> Map 'k 'v -> 'b" ["k": KEY];
+    FoldMapGen = "foldMapGen" : "'b -> ('b -> 'b -> 'b) -> ('k -> 'v -> 'b) -> Map 'k 'v -> 'b" ["k": KEY];
+    Lookup = "lookup" : "Group 'v -> 'k -> Map 'k 'v -> 'v" ["k": KEY];
+    // Changes (ILC).
+    Replace = "replace" : "'a -> Delta 'a" ["a": BASE];
+    GChange = "gchange" : "Group 'a -> 'a -> Delta 'a" ["a": BASE];
+    Nil = "nil" : "'a -> Delta 'a";
+}
+
+impl Builtin {
+    pub fn from_name(name: &str) -> Option<Builtin> {
+        Builtin::ALL.iter().copied().find(|b| b.name() == name)
+    }
+
+    /// The scheme of the builtin, parsed from its signature.
+    pub fn scheme(self) -> Scheme {
+        crate::parser::parse_builtin_signature(self.signature(), self.var_classes())
+    }
+
+    /// How many arguments the builtin takes before it computes (its arrows at top level).
+    pub fn arity(self) -> usize {
+        let mut t = self.scheme().ty;
+        let mut n = 0;
+        while let crate::types::Type::Fun(_, b) = t {
+            n += 1;
+            t = (*b).clone();
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_signature_parses() {
+        for b in Builtin::ALL {
+            let s = b.scheme();
+            assert!(!crate::types::TypePrinter::new().ty(&s.ty).is_empty(), "{}", b.name());
+        }
+        assert_eq!(Builtin::FoldBag.arity(), 3);
+        assert_eq!(Builtin::IntGroup.arity(), 0);
+    }
+}

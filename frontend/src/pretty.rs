@@ -1,0 +1,387 @@
+//! The pretty printer: terms in source syntax (ASCII mode, re-parseable for surface terms) or in
+//! the papers' notation (paper mode: λ, Ω, ⟨⟩, ⊕, r*, (λv. S)*·w, J f · s, let-series with `;`).
+
+use crate::builtins::Builtin;
+use crate::syntax::*;
+use crate::types::TypePrinter;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Ascii,
+    Paper,
+}
+
+/// Prints a term on one line.
+pub fn expr(e: &E, mode: Mode) -> String {
+    let mut p = Printer { mode, out: String::new() };
+    p.expr(e, 0);
+    p.out
+}
+
+/// Prints a pattern.
+pub fn pattern(p: &Pat, mode: Mode) -> String {
+    let mut pr = Printer { mode, out: String::new() };
+    pr.pat(p);
+    pr.out
+}
+
+/// Prints a real the way values print (Rust's `{:?}`): `660.0`, `0.1`, `1e-7`.
+pub fn real(r: f64) -> String {
+    format!("{r:?}")
+}
+
+/// Prints a definition as `def name = body` with its inferred type as a comment line above.
+pub fn def(d: &Def, mode: Mode) -> String {
+    let ty = TypePrinter::new().scheme(&d.scheme);
+    format!("-- {} : {}\ndef {} = {}", d.name, ty, d.name, expr(&d.body, mode))
+}
+
+struct Printer {
+    mode: Mode,
+    out: String,
+}
+
+// Precedences: 0 = top (λ, let, if extend to the right), 1..=6 binary levels, 7 = unary,
+// 8 = `^`, 9 = application, 10 = atoms and postfix.
+const TOP: u8 = 0;
+const UNARY: u8 = 7;
+const APP: u8 = 9;
+const ATOM: u8 = 10;
+
+impl Printer {
+    fn s(&mut self, s: &str) {
+        self.out.push_str(s);
+    }
+    fn paper(&self) -> bool {
+        self.mode == Mode::Paper
+    }
+
+    fn open(&mut self, need: bool) {
+        if need {
+            self.s("(");
+        }
+    }
+    fn close(&mut self, need: bool) {
+        if need {
+            self.s(")");
+        }
+    }
+
+    fn pat(&mut self, p: &Pat) {
+        match &p.kind {
+            PatKind::Var(n, _) => self.s(n),
+            PatKind::Wild => self.s("_"),
+            PatKind::Unit => self.s(if self.paper() { "⟨⟩" } else { "()" }),
+            PatKind::Tuple(ps) => {
+                self.s(if self.paper() { "⟨" } else { "(" });
+                for (i, q) in ps.iter().enumerate() {
+                    if i > 0 {
+                        self.s(", ");
+                    }
+                    self.pat(q);
+                }
+                self.s(if self.paper() { "⟩" } else { ")" });
+            }
+        }
+    }
+
+    /// A binder in `fun`/`λ` position: tuple patterns are already parenthesised.
+    fn binder(&mut self, p: &Pat) {
+        self.pat(p)
+    }
+
+    fn expr(&mut self, e: &E, prec: u8) {
+        match &e.kind {
+            ExprKind::Var(n, r) => {
+                if self.paper() {
+                    if let VarRef::Builtin(b) = r {
+                        if let Some(sym) = paper_builtin(*b) {
+                            return self.s(sym);
+                        }
+                    }
+                }
+                self.s(n)
+            }
+            ExprKind::Lit(l) => self.lit(*l, prec),
+            ExprKind::Lam(..) => {
+                self.open(prec > TOP);
+                let mut body = e;
+                let mut binders = Vec::new();
+                while let ExprKind::Lam(p, b) = &body.kind {
+                    binders.push(p.clone());
+                    body = b;
+                }
+                self.s(if self.paper() { "λ" } else { "fun " });
+                for (i, p) in binders.iter().enumerate() {
+                    if i > 0 {
+                        self.s(" ");
+                    }
+                    self.binder(p);
+                }
+                self.s(if self.paper() { ". " } else { " -> " });
+                self.expr(body, TOP);
+                self.close(prec > TOP);
+            }
+            ExprKind::App(f, a) => self.app(e, f, a, prec),
+            ExprKind::Let(..) => {
+                self.open(prec > TOP);
+                if self.paper() {
+                    // let-series: let x = E1; y = E2 in L
+                    self.s("let ");
+                    let mut cur = e;
+                    let mut first = true;
+                    while let ExprKind::Let(p, a, b) = &cur.kind {
+                        if !first {
+                            self.s("; ");
+                        }
+                        first = false;
+                        self.pat(p);
+                        self.s(" = ");
+                        self.expr(a, TOP + 1);
+                        cur = b;
+                    }
+                    self.s(" in ");
+                    self.expr(cur, TOP);
+                } else {
+                    let ExprKind::Let(p, a, b) = &e.kind else { unreachable!() };
+                    self.s("let ");
+                    self.pat(p);
+                    self.s(" = ");
+                    self.expr(a, TOP);
+                    self.s(" in ");
+                    self.expr(b, TOP);
+                }
+                self.close(prec > TOP);
+            }
+            ExprKind::If(c, a, b) => {
+                self.open(prec > TOP);
+                self.s("if ");
+                self.expr(c, TOP);
+                self.s(" then ");
+                self.expr(a, TOP);
+                self.s(" else ");
+                self.expr(b, TOP);
+                self.close(prec > TOP);
+            }
+            ExprKind::Bin(op, a, b) => {
+                let p = op.prec();
+                self.open(prec > p);
+                // Left-associative except `^`; comparisons do not chain.
+                let (lp, rp) = match op {
+                    BinOp::Pow => (p + 1, UNARY),
+                    BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => (p + 1, p + 1),
+                    _ => (p, p + 1),
+                };
+                self.expr(a, lp);
+                self.s(" ");
+                self.s(if self.paper() { op.paper() } else { op.ascii() });
+                self.s(" ");
+                self.expr(b, rp);
+                self.close(prec > p);
+            }
+            ExprKind::Sum(a, b) => {
+                self.open(prec > 5);
+                self.expr(a, 5);
+                self.s(" + ");
+                self.expr(b, 6);
+                self.close(prec > 5);
+            }
+            ExprKind::Zero => self.s("0"),
+            ExprKind::Neg(a) => {
+                self.open(prec > UNARY);
+                self.s("-");
+                self.expr(a, UNARY);
+                self.close(prec > UNARY);
+            }
+            ExprKind::Not(a) => {
+                self.open(prec > UNARY);
+                self.s("not ");
+                self.expr(a, UNARY);
+                self.close(prec > UNARY);
+            }
+            ExprKind::Tuple(xs) => {
+                self.s(if self.paper() { "⟨" } else { "(" });
+                for (i, x) in xs.iter().enumerate() {
+                    if i > 0 {
+                        self.s(", ");
+                    }
+                    self.expr(x, TOP);
+                }
+                self.s(if self.paper() { "⟩" } else { ")" });
+            }
+            ExprKind::Proj(a, i) => {
+                if self.paper() {
+                    self.open(prec > APP);
+                    self.s(&format!("π{} ", i + 1));
+                    self.expr(a, ATOM);
+                    self.close(prec > APP);
+                } else {
+                    self.expr(a, ATOM);
+                    self.s(&format!(".{}", i + 1));
+                }
+            }
+            ExprKind::Index(a, i) => {
+                self.expr(a, ATOM);
+                self.s(".[");
+                self.expr(i, TOP);
+                self.s("]");
+            }
+            ExprKind::Array(xs) => {
+                self.s("[");
+                for (i, x) in xs.iter().enumerate() {
+                    if i > 0 {
+                        self.s(", ");
+                    }
+                    self.expr(x, TOP);
+                }
+                self.s("]");
+            }
+            ExprKind::Bag(xs) => {
+                self.s("bag{");
+                for (i, (x, n)) in xs.iter().enumerate() {
+                    if i > 0 {
+                        self.s(", ");
+                    }
+                    self.expr(x, TOP + 1);
+                    if *n != 1 {
+                        self.s(&format!(" # {n}"));
+                    }
+                }
+                self.s("}");
+            }
+            ExprKind::Map(xs) => {
+                self.s("map{");
+                for (i, (k, v)) in xs.iter().enumerate() {
+                    if i > 0 {
+                        self.s(", ");
+                    }
+                    self.expr(k, TOP + 1);
+                    self.s(" -> ");
+                    self.expr(v, TOP + 1);
+                }
+                self.s("}");
+            }
+            ExprKind::Pullback(f, w) => {
+                if self.paper() {
+                    // (Ω f)·w
+                    self.open(prec > APP);
+                    self.s("(Ω ");
+                    self.expr(f, ATOM);
+                    self.s(")·");
+                    self.expr(w, ATOM);
+                    self.close(prec > APP);
+                } else {
+                    self.open(prec > APP);
+                    self.s("pullback ");
+                    self.expr(f, ATOM);
+                    self.s(" ");
+                    self.expr(w, ATOM);
+                    self.close(prec > APP);
+                }
+            }
+            ExprKind::Dual(p, s, w) => {
+                if self.paper() {
+                    // (λv. S)*·w
+                    self.open(prec > APP);
+                    self.s("(λ");
+                    self.pat(p);
+                    self.s(". ");
+                    self.expr(s, TOP);
+                    self.s(")*·");
+                    self.expr(w, ATOM);
+                    self.close(prec > APP);
+                } else {
+                    self.open(prec > APP);
+                    self.s("dual (fun ");
+                    self.pat(p);
+                    self.s(" -> ");
+                    self.expr(s, TOP);
+                    self.s(") ");
+                    self.expr(w, ATOM);
+                    self.close(prec > APP);
+                }
+            }
+            ExprKind::Derive(a) => {
+                if self.paper() {
+                    self.s("Derive(");
+                    self.expr(a, TOP);
+                    self.s(")");
+                } else {
+                    self.open(prec > APP);
+                    self.s("derive ");
+                    self.expr(a, ATOM);
+                    self.close(prec > APP);
+                }
+            }
+            ExprKind::Ann(a, t) => {
+                self.s("(");
+                self.expr(a, TOP);
+                self.s(" : ");
+                self.s(&TypePrinter::new().ty(t));
+                self.s(")");
+            }
+        }
+    }
+
+    fn lit(&mut self, l: Lit, prec: u8) {
+        match l {
+            Lit::Int(n) => {
+                self.open(n < 0 && prec > UNARY);
+                self.s(&n.to_string());
+                self.close(n < 0 && prec > UNARY);
+            }
+            Lit::Real(r) => {
+                let neg = r.is_sign_negative();
+                self.open(neg && prec > UNARY);
+                self.s(&real(r));
+                self.close(neg && prec > UNARY);
+            }
+            Lit::Bool(b) => self.s(if b { "true" } else { "false" }),
+            Lit::Unit => self.s(if self.paper() { "⟨⟩" } else { "()" }),
+        }
+    }
+
+    fn app(&mut self, e: &E, f: &E, a: &E, prec: u8) {
+        if self.paper() {
+            // r*, Ω r and J f · s read as in the paper.
+            if let ExprKind::Var(_, VarRef::Builtin(b)) = &f.kind {
+                match b {
+                    Builtin::Star => {
+                        self.expr(a, ATOM);
+                        return self.s("*");
+                    }
+                    Builtin::Omega => {
+                        self.open(prec > APP);
+                        self.s("Ω ");
+                        self.expr(a, ATOM);
+                        return self.close(prec > APP);
+                    }
+                    _ => {}
+                }
+            }
+            if let ExprKind::App(g, x) = &f.kind {
+                if let ExprKind::Var(_, VarRef::Builtin(Builtin::Jac)) = &g.kind {
+                    self.open(true);
+                    self.s("J ");
+                    self.expr(x, ATOM);
+                    self.s(" · ");
+                    self.expr(a, ATOM);
+                    return self.close(true);
+                }
+            }
+        }
+        let _ = e;
+        self.open(prec > APP);
+        self.expr(f, APP);
+        self.s(" ");
+        self.expr(a, ATOM);
+        self.close(prec > APP);
+    }
+}
+
+fn paper_builtin(b: Builtin) -> Option<&'static str> {
+    match b {
+        Builtin::Omega => Some("Ω"),
+        _ => None,
+    }
+}
