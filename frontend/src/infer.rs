@@ -39,13 +39,8 @@ pub fn check_program(mut program: Program) -> Result<Program, Diagnostic> {
 pub fn check_expr(program: &Program, e: &E) -> Result<(E, Scheme), Diagnostic> {
     let mut inf = Infer::new();
     inf.globals = program.defs.iter().map(|d| d.scheme.clone()).collect();
-    let def = Def {
-        name: "it".into(),
-        name_span: e.span,
-        span: e.span,
-        body: e.clone(),
-        scheme: Scheme::mono(Type::Unit),
-    };
+    let def =
+        Def { name: "it".into(), name_span: e.span, span: e.span, body: e.clone(), scheme: Scheme::mono(Type::Unit) };
     let (body, scheme) = inf.def(&def)?;
     Ok(default_main(&body, &scheme))
 }
@@ -249,7 +244,9 @@ impl Infer {
             (Type::Var(x), Type::Var(y)) if x == y => Ok(()),
             (Type::Var(x), _) => self.bind(*x, &b),
             (_, Type::Var(y)) => self.bind(*y, &a),
-            (Type::Real, Type::Real) | (Type::Int, Type::Int) | (Type::Bool, Type::Bool) | (Type::Unit, Type::Unit) => Ok(()),
+            (Type::Real, Type::Real) | (Type::Int, Type::Int) | (Type::Bool, Type::Bool) | (Type::Unit, Type::Unit) => {
+                Ok(())
+            }
             (Type::Tuple(xs), Type::Unit) | (Type::Unit, Type::Tuple(xs)) if xs.is_empty() => Ok(()),
             (Type::Array(x), Type::Array(y))
             | (Type::Bag(x), Type::Bag(y))
@@ -367,7 +364,11 @@ impl Infer {
                 self.require(x, Classes(c.0 & Classes::FO.0))
             }
             Type::Group(_) | Type::Dual(_) | Type::Delta(_) => {
-                if c.contains(Classes::NUM) || c.contains(Classes::EQ) || c.contains(Classes::KEY) || c.contains(Classes::FO) {
+                if c.contains(Classes::NUM)
+                    || c.contains(Classes::EQ)
+                    || c.contains(Classes::KEY)
+                    || c.contains(Classes::FO)
+                {
                     fail()
                 } else {
                     Ok(())
@@ -405,7 +406,10 @@ impl Infer {
     fn expect_class(&mut self, t: &Type, c: Classes, span: Span, what: &str) -> Res<()> {
         self.require(t, c).map_err(|_| {
             let mut p = TypePrinter::new();
-            Diagnostic::error(span, format!("{what} must be {}, but this has type {}", c.describe(), p.ty(&self.zonk(t))))
+            Diagnostic::error(
+                span,
+                format!("{what} must be {}, but this has type {}", c.describe(), p.ty(&self.zonk(t))),
+            )
         })
     }
 
@@ -486,7 +490,11 @@ impl Infer {
                 let mut p = TypePrinter::new();
                 Err(Diagnostic::error(
                     span,
-                    format!("`.{}` projects a tuple component, but this has type {}", index + 1, p.ty(&self.zonk(other))),
+                    format!(
+                        "`.{}` projects a tuple component, but this has type {}",
+                        index + 1,
+                        p.ty(&self.zonk(other))
+                    ),
                 ))
             }
         }
@@ -535,9 +543,11 @@ impl Infer {
             ExprKind::Var(n, r) => {
                 let t = match r {
                     VarRef::Local(id) => {
-                        let s = self.locals.get(id).cloned().ok_or_else(|| {
-                            Diagnostic::error(span, format!("internal: unbound local `{n}`"))
-                        })?;
+                        let s = self
+                            .locals
+                            .get(id)
+                            .cloned()
+                            .ok_or_else(|| Diagnostic::error(span, format!("internal: unbound local `{n}`")))?;
                         self.instantiate(&s)
                     }
                     VarRef::Global(d) => {

@@ -222,10 +222,7 @@ pub fn lex(src: &str) -> Result<Vec<Token>, Diagnostic> {
                 i = j;
                 continue;
             }
-            return Err(Diagnostic::error(
-                Span::new(i, i + 1),
-                "expected a type variable name after `'`",
-            ));
+            return Err(Diagnostic::error(Span::new(i, i + 1), "expected a type variable name after `'`"));
         }
         // Multi-character ASCII operators, longest first.
         const OPS: &[(&str, Tok)] = &[
@@ -340,10 +337,7 @@ fn lex_number(src: &str, i: usize, after_dot: bool) -> Result<(Tok, usize), Diag
     } else {
         match text.parse::<i64>() {
             Ok(n) => Ok((Tok::Int(n), j)),
-            Err(_) => Err(Diagnostic::error(
-                span,
-                format!("integer literal `{text}` does not fit in 64 bits"),
-            )),
+            Err(_) => Err(Diagnostic::error(span, format!("integer literal `{text}` does not fit in 64 bits"))),
         }
     }
 }

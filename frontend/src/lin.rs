@@ -150,7 +150,12 @@ fn walk(e: &E, bound: &mut Vec<LocalId>, f: &mut dyn FnMut(&Name, LocalId, Span)
 pub fn for_each_child(e: &E, f: &mut impl FnMut(&E)) {
     match &e.kind {
         ExprKind::Var(..) | ExprKind::Lit(_) | ExprKind::Zero => {}
-        ExprKind::Lam(_, a) | ExprKind::Neg(a) | ExprKind::Not(a) | ExprKind::Proj(a, _) | ExprKind::Derive(a) | ExprKind::Ann(a, _) => f(a),
+        ExprKind::Lam(_, a)
+        | ExprKind::Neg(a)
+        | ExprKind::Not(a)
+        | ExprKind::Proj(a, _)
+        | ExprKind::Derive(a)
+        | ExprKind::Ann(a, _) => f(a),
         ExprKind::App(a, b)
         | ExprKind::Let(_, a, b)
         | ExprKind::Bin(_, a, b)

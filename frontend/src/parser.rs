@@ -251,13 +251,7 @@ impl Parser {
         self.globals.insert(name.clone(), DefId(earlier.len() as u32));
         self.current_def = None;
         let span = start.to(self.prev_span());
-        Ok(Def {
-            name,
-            name_span,
-            span,
-            body: e,
-            scheme: Scheme::mono(Type::Unit),
-        })
+        Ok(Def { name, name_span, span, body: e, scheme: Scheme::mono(Type::Unit) })
     }
 
     // ---- patterns ----------------------------------------------------------------------------
@@ -285,7 +279,12 @@ impl Parser {
             Tok::LParen => {
                 self.bump();
                 if self.eat(&Tok::RParen) {
-                    return Ok(Pat { kind: PatKind::Unit, span: start.to(self.prev_span()), ty: Type::Unit, ann: None });
+                    return Ok(Pat {
+                        kind: PatKind::Unit,
+                        span: start.to(self.prev_span()),
+                        ty: Type::Unit,
+                        ann: None,
+                    });
                 }
                 let first = self.pattern(allow_ann)?;
                 if self.eat(&Tok::Colon) {
@@ -801,10 +800,7 @@ impl Parser {
                     "Bool" => Type::Bool,
                     "Unit" => Type::Unit,
                     "Array" | "Bag" | "Group" | "Dual" | "Omega" | "Delta" | "Map" => {
-                        return Err(Diagnostic::error(
-                            span,
-                            format!("`{n}` needs an argument here; write `({n} ...)`"),
-                        ))
+                        return Err(Diagnostic::error(span, format!("`{n}` needs an argument here; write `({n} ...)`")))
                     }
                     _ => return Err(Diagnostic::error(span, format!("unknown type `{n}`"))),
                 };

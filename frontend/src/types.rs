@@ -112,7 +112,9 @@ impl Type {
     /// Discrete types have the zero tangent space (LANGUAGE.md §5).
     pub fn is_discrete(&self) -> bool {
         match self {
-            Type::Int | Type::Bool | Type::Unit | Type::Bag(_) | Type::Map(..) | Type::Group(_) | Type::Delta(_) => true,
+            Type::Int | Type::Bool | Type::Unit | Type::Bag(_) | Type::Map(..) | Type::Group(_) | Type::Delta(_) => {
+                true
+            }
             Type::Tuple(ts) => ts.iter().all(Type::is_discrete),
             Type::Array(a) => a.is_discrete(),
             Type::Real | Type::Fun(..) | Type::Dual(_) | Type::Var(_) => false,

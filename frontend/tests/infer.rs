@@ -26,10 +26,7 @@ fn paper_example() {
 
 #[test]
 fn let_polymorphism() {
-    assert_eq!(
-        check("def main = let id = fun x -> x in (id 1, id true, id 2.5)"),
-        "main : Int * Bool * Real\n"
-    );
+    assert_eq!(check("def main = let id = fun x -> x in (id 1, id true, id 2.5)"), "main : Int * Bool * Real\n");
     assert_eq!(check("def k x y = x"), "k : 'a -> 'b -> 'a\n");
     assert_eq!(check("def main = 1 + 2"), "main : Int\n");
     assert_eq!(check("def one = 1\ndef main = one + 1.5"), "one : Num 'a => 'a\nmain : Real\n");
@@ -63,14 +60,26 @@ fn bags_and_changes() {
 
 #[test]
 fn errors() {
-    assert_eq!(check("def main = bag{1.5}"), "error: bag elements must be an equality type (Int, Bool, Unit or tuples of them), but this has type Real");
+    assert_eq!(
+        check("def main = bag{1.5}"),
+        "error: bag elements must be an equality type (Int, Bool, Unit or tuples of them), but this has type Real"
+    );
     assert_eq!(check("def main = 1 + true"), "error: expected a numeric type (Int or Real), found Bool");
-    assert_eq!(check("def main = sin 1.0 2.0"), "error: this expression has type Real and cannot be applied to an argument");
-    assert_eq!(check("def main = dual (fun v -> v * v) (star 1.0)"), "error: the body of this `dual` is not linear in `v`");
+    assert_eq!(
+        check("def main = sin 1.0 2.0"),
+        "error: this expression has type Real and cannot be applied to an argument"
+    );
+    assert_eq!(
+        check("def main = dual (fun v -> v * v) (star 1.0)"),
+        "error: the body of this `dual` is not linear in `v`"
+    );
     assert_eq!(check("def main = dual (fun v -> 2.0 * v) (star 1.0)"), "main : Dual Real\n");
     assert_eq!(check("def f p = p.1"), "error: cannot tell which tuple type `.1` projects from here");
     assert_eq!(check("def main = (1, 2).3"), "error: this tuple has 2 components, so `.3` does not exist");
-    assert_eq!(check("def main = fun x -> derive x"), "error: `derive` needs a closed term, but `x` is a local variable here");
+    assert_eq!(
+        check("def main = fun x -> derive x"),
+        "error: `derive` needs a closed term, but `x` is a local variable here"
+    );
 }
 
 #[test]

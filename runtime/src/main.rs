@@ -1,1 +1,139 @@
-fn main() {}
+//! The `nabla` command line (LANGUAGE.md §8). It is the only place that reads files and renders
+//! diagnostics. Exit status: 0 success, 1 an error in the program or its data, 2 a usage error.
+
+use std::process::ExitCode;
+
+use codespan_reporting::diagnostic::{Diagnostic as Report, Label};
+use codespan_reporting::files::SimpleFile;
+use codespan_reporting::term::{self, Chars, Config};
+use frontend::Diagnostic;
+
+const USAGE: &str = "\
+usage: nabla <command> [arguments]
+
+commands:
+  run FILE [--interp]   evaluate `main` (compiled by default; --interp uses the reference interpreter)
+  check FILE            print each definition's inferred type
+  help                  print this message
+";
+
+/// A failure of the command: a located program error, or a usage error.
+enum Failure {
+    /// An error in the program or its data, with the file it refers to.
+    Program {
+        path: String,
+        src: String,
+        diag: Diagnostic,
+    },
+    /// An error reading input that has no location.
+    Plain(String),
+    Usage(String),
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = frontend::with_big_stack(move || dispatch(&args));
+    match result {
+        Ok(out) => {
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(Failure::Program { path, src, diag }) => {
+            eprint!("{}", render(&path, &src, &diag));
+            ExitCode::from(1)
+        }
+        Err(Failure::Plain(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(1)
+        }
+        Err(Failure::Usage(msg)) => {
+            eprintln!("error: {msg}\n\n{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn dispatch(args: &[String]) -> Result<String, Failure> {
+    let Some(cmd) = args.first() else { return Err(Failure::Usage("no command given".into())) };
+    let rest = &args[1..];
+    match cmd.as_str() {
+        "run" => {
+            let (file, flags) = file_and_flags(rest, &["--interp"])?;
+            let src = read(&file)?;
+            let on_file = |d: Diagnostic| Failure::Program { path: file.clone(), src: src.clone(), diag: d };
+            let (_, mono) = runtime::prepare(&src, "main").map_err(on_file)?;
+            let _interp = flags.contains(&"--interp".to_string());
+            let v = runtime::interp::run(&mono).map_err(on_file)?;
+            Ok(format!("{v}\n"))
+        }
+        "check" => {
+            let (file, _) = file_and_flags(rest, &[])?;
+            let src = read(&file)?;
+            let program = frontend::check_source(&src).map_err(|d| Failure::Program {
+                path: file.clone(),
+                src: src.clone(),
+                diag: d,
+            })?;
+            Ok(frontend::signatures(&program))
+        }
+        "help" | "--help" | "-h" => Ok(USAGE.to_string()),
+        other => Err(Failure::Usage(format!("unknown command `{other}`"))),
+    }
+}
+
+/// Splits arguments into exactly one file and known flags.
+fn file_and_flags(args: &[String], known: &[&str]) -> Result<(String, Vec<String>), Failure> {
+    let mut file = None;
+    let mut flags = Vec::new();
+    for a in args {
+        if a.starts_with("--") {
+            if !known.contains(&a.as_str()) {
+                return Err(Failure::Usage(format!("unknown option `{a}`")));
+            }
+            flags.push(a.clone());
+        } else if file.is_none() {
+            file = Some(a.clone());
+        } else {
+            return Err(Failure::Usage(format!("unexpected argument `{a}`")));
+        }
+    }
+    let file = file.ok_or_else(|| Failure::Usage("missing FILE".into()))?;
+    Ok((file, flags))
+}
+
+/// Reads a source file; bytes that are not UTF-8 are a located error.
+fn read(path: &str) -> Result<String, Failure> {
+    let bytes = std::fs::read(path).map_err(|e| Failure::Plain(format!("cannot read `{path}`: {e}")))?;
+    match String::from_utf8(bytes) {
+        Ok(s) => Ok(s),
+        Err(e) => {
+            let good = e.utf8_error().valid_up_to();
+            let bytes = e.into_bytes();
+            // Show the valid prefix so the location points at the first bad byte.
+            let src = String::from_utf8_lossy(&bytes).into_owned();
+            let lossy_offset = String::from_utf8_lossy(&bytes[..good]).len();
+            let diag = Diagnostic::error(
+                frontend::Span::new(lossy_offset, lossy_offset + 1),
+                "the file is not valid UTF-8 text",
+            );
+            Err(Failure::Program { path: path.to_string(), src, diag })
+        }
+    }
+}
+
+/// `error: MESSAGE`, `--> FILE:LINE:COL`, the source line with a caret (LANGUAGE.md §8).
+fn render(path: &str, src: &str, d: &Diagnostic) -> String {
+    let file = SimpleFile::new(path, src);
+    let clamp = |s: frontend::Span| {
+        let lo = (s.lo as usize).min(src.len());
+        let hi = (s.hi as usize).clamp(lo, src.len());
+        lo..hi
+    };
+    let mut labels = vec![Label::primary((), clamp(d.span))];
+    for (s, text) in &d.labels {
+        labels.push(Label::secondary((), clamp(*s)).with_message(text.clone()));
+    }
+    let report = Report::error().with_message(d.message.clone()).with_labels(labels).with_notes(d.notes.clone());
+    let config = Config { chars: Chars::ascii(), ..Config::default() };
+    term::emit_into_string(&config, &file, &report).unwrap_or_else(|_| format!("error: {}\n", d.message))
+}

@@ -1,0 +1,332 @@
+//! The interpreter's builtins: Real and array primitives, groups, bags and maps, changes.
+//! Folds over bags and maps visit entries in sorted order, so results are deterministic.
+
+use std::rc::Rc;
+
+use frontend::builtins::Builtin;
+use frontend::types::Type;
+use frontend::{Diagnostic, Span};
+
+use super::groups::*;
+use super::{EvalResult, Interp, MAX_ARRAY_LEN};
+use crate::value::*;
+
+/// Builtins of arity 0 are values.
+pub fn constant(b: Builtin) -> Option<Value> {
+    Some(match b {
+        Builtin::IntGroup => Value::Group(Rc::new(Group::Int)),
+        Builtin::RealGroup => Value::Group(Rc::new(Group::Real)),
+        Builtin::BagGroup => Value::Group(Rc::new(Group::Bag)),
+        Builtin::EmptyBag => Value::Bag(Rc::new(Bag::default())),
+        Builtin::EmptyMap => Value::Map(Rc::new(MapV::default())),
+        _ => return None,
+    })
+}
+
+fn real(v: &Value, span: Span) -> EvalResult<f64> {
+    v.as_real().ok_or_else(|| Diagnostic::error(span, format!("internal: expected a Real, found {v}")))
+}
+fn int(v: &Value, span: Span) -> EvalResult<i64> {
+    v.as_int().ok_or_else(|| Diagnostic::error(span, format!("internal: expected an Int, found {v}")))
+}
+fn array(v: &Value, span: Span) -> EvalResult<Rc<Vec<Value>>> {
+    match v {
+        Value::Array(a) => Ok(a.clone()),
+        _ => Err(Diagnostic::error(span, format!("internal: expected an array, found {v}"))),
+    }
+}
+fn bag(v: &Value, span: Span) -> EvalResult<Rc<Bag>> {
+    match v {
+        Value::Bag(b) => Ok(b.clone()),
+        _ => Err(Diagnostic::error(span, format!("internal: expected a bag, found {v}"))),
+    }
+}
+fn map(v: &Value, span: Span) -> EvalResult<Rc<MapV>> {
+    match v {
+        Value::Map(m) => Ok(m.clone()),
+        _ => Err(Diagnostic::error(span, format!("internal: expected a map, found {v}"))),
+    }
+}
+fn group(v: &Value, span: Span) -> EvalResult<Rc<Group>> {
+    match v {
+        Value::Group(g) => Ok(g.clone()),
+        _ => Err(Diagnostic::error(span, format!("internal: expected a group, found {v}"))),
+    }
+}
+fn key(v: &Value, span: Span) -> EvalResult<Key> {
+    v.to_key().ok_or_else(|| Diagnostic::error(span, format!("internal: {v} is not an equality-typed value")))
+}
+
+/// A fresh vector for `n` elements, refusing negative and absurd sizes cleanly.
+pub fn alloc(n: i64, what: &str, span: Span) -> EvalResult<Vec<Value>> {
+    if n < 0 {
+        return Err(Diagnostic::error(span, format!("{what}: negative array size {n}")));
+    }
+    if n > MAX_ARRAY_LEN {
+        return Err(Diagnostic::error(span, format!("{what}: array size {n} exceeds the limit of {MAX_ARRAY_LEN}")));
+    }
+    let mut v = Vec::new();
+    v.try_reserve_exact(n as usize)
+        .map_err(|_| Diagnostic::error(span, format!("{what}: out of memory for {n} elements")))?;
+    Ok(v)
+}
+
+/// `a.[i]`, bounds-checked.
+pub fn index(a: &Value, i: &Value, span: Span) -> EvalResult {
+    let a = array(a, span)?;
+    let i = int(i, span)?;
+    if i < 0 || i as usize >= a.len() {
+        return Err(Diagnostic::error(span, format!("index {i} out of bounds for length {}", a.len())));
+    }
+    Ok(a[i as usize].clone())
+}
+
+fn real1(args: &[Value], span: Span, f: fn(f64) -> f64) -> EvalResult {
+    Ok(Value::Real(f(real(&args[0], span)?)))
+}
+
+/// Calls a saturated builtin; `ty` is its monomorphic type.
+pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span) -> EvalResult {
+    use Builtin as B;
+    Ok(match b {
+        B::Sin => return real1(&args, span, f64::sin),
+        B::Cos => return real1(&args, span, f64::cos),
+        B::Tan => return real1(&args, span, f64::tan),
+        B::Exp => return real1(&args, span, f64::exp),
+        B::Log => return real1(&args, span, f64::ln),
+        B::Sqrt => return real1(&args, span, f64::sqrt),
+        B::Tanh => return real1(&args, span, f64::tanh),
+        B::Sigmoid => return real1(&args, span, |x| 1.0 / (1.0 + (-x).exp())),
+        B::Abs => match &args[0] {
+            Value::Int(n) => Value::Int(n.wrapping_abs()),
+            v => Value::Real(real(v, span)?.abs()),
+        },
+        B::Neg => match &args[0] {
+            Value::Int(n) => Value::Int(n.wrapping_neg()),
+            v => Value::Real(-real(v, span)?),
+        },
+        // Ties go to the first argument (LANGUAGE.md §5).
+        B::Max => match (&args[0], &args[1]) {
+            (Value::Int(a), Value::Int(b)) => Value::Int(if b > a { *b } else { *a }),
+            (a, b) => {
+                let (x, y) = (real(a, span)?, real(b, span)?);
+                Value::Real(if y > x { y } else { x })
+            }
+        },
+        B::Min => match (&args[0], &args[1]) {
+            (Value::Int(a), Value::Int(b)) => Value::Int(if b < a { *b } else { *a }),
+            (a, b) => {
+                let (x, y) = (real(a, span)?, real(b, span)?);
+                Value::Real(if y < x { y } else { x })
+            }
+        },
+        B::ToReal => Value::Real(int(&args[0], span)? as f64),
+        B::Build => {
+            let n = int(&args[0], span)?;
+            let mut out = alloc(n, "build", span)?;
+            for i in 0..n {
+                out.push(it.apply(&args[1], Value::Int(i), span)?);
+            }
+            Value::Array(Rc::new(out))
+        }
+        B::Len => Value::Int(array(&args[0], span)?.len() as i64),
+        B::Map => {
+            let a = array(&args[1], span)?;
+            let mut out = Vec::with_capacity(a.len());
+            for x in a.iter() {
+                out.push(it.apply(&args[0], x.clone(), span)?);
+            }
+            Value::Array(Rc::new(out))
+        }
+        B::ZipWith => {
+            let a = array(&args[1], span)?;
+            let c = array(&args[2], span)?;
+            if a.len() != c.len() {
+                return Err(Diagnostic::error(
+                    span,
+                    format!("zipWith: arrays have different lengths {} and {}", a.len(), c.len()),
+                ));
+            }
+            let mut out = Vec::with_capacity(a.len());
+            for (x, y) in a.iter().zip(c.iter()) {
+                out.push(it.apply_n(&args[0], vec![x.clone(), y.clone()], span)?);
+            }
+            Value::Array(Rc::new(out))
+        }
+        B::Fold => {
+            let a = array(&args[2], span)?;
+            let mut acc = args[1].clone();
+            for x in a.iter() {
+                acc = it.apply_n(&args[0], vec![acc, x.clone()], span)?;
+            }
+            acc
+        }
+        B::Sum => {
+            let a = array(&args[0], span)?;
+            sum(&a, result_type(ty), span)?
+        }
+        B::Dot => {
+            let a = array(&args[0], span)?;
+            let c = array(&args[1], span)?;
+            if a.len() != c.len() {
+                return Err(Diagnostic::error(
+                    span,
+                    format!("dot: arrays have different lengths {} and {}", a.len(), c.len()),
+                ));
+            }
+            dot(&a, &c, result_type(ty), span)?
+        }
+        B::Iterate => {
+            let n = int(&args[0], span)?;
+            if n < 0 {
+                return Err(Diagnostic::error(span, format!("iterate: negative count {n}")));
+            }
+            let mut acc = args[2].clone();
+            for _ in 0..n {
+                acc = it.apply(&args[1], acc, span)?;
+            }
+            acc
+        }
+        B::Star | B::Unstar | B::Omega | B::Jac | B::Grad | B::Vjp | B::Jacobian => {
+            return Err(Diagnostic::error(span, format!("the interpreter does not evaluate `{}` yet", b.name())))
+        }
+        B::IntGroup | B::RealGroup | B::BagGroup | B::EmptyBag | B::EmptyMap => {
+            constant(b).expect("arity-0 builtins are constants")
+        }
+        B::MapGroup => Value::Group(Rc::new(Group::Map(group(&args[0], span)?))),
+        B::PairGroup => Value::Group(Rc::new(Group::Pair(group(&args[0], span)?, group(&args[1], span)?))),
+        B::MkGroup => {
+            Value::Group(Rc::new(Group::User { op: args[0].clone(), inverse: args[1].clone(), zero: args[2].clone() }))
+        }
+        B::Singleton => {
+            let mut out = Bag::default();
+            out.insert(key(&args[0], span)?, 1);
+            Value::Bag(Rc::new(out))
+        }
+        B::Merge => Value::Bag(Rc::new(bag(&args[0], span)?.merge(&*bag(&args[1], span)?))),
+        B::Negate => Value::Bag(Rc::new(bag(&args[0], span)?.negate())),
+        B::FoldBag => {
+            let g = group(&args[0], span)?;
+            let b = bag(&args[2], span)?;
+            fold_bag(it, &g, &args[1], &b, span)?
+        }
+        B::MapBag => {
+            let b = bag(&args[1], span)?;
+            let mut out = Bag::default();
+            for (k, n) in b.sorted() {
+                let y = it.apply(&args[0], k.to_value(), span)?;
+                out.insert(key(&y, span)?, n);
+            }
+            Value::Bag(Rc::new(out))
+        }
+        B::FilterBag => {
+            let b = bag(&args[1], span)?;
+            let mut out = Bag::default();
+            for (k, n) in b.sorted() {
+                if let Value::Bool(true) = it.apply(&args[0], k.to_value(), span)? {
+                    out.insert(k.clone(), n);
+                }
+            }
+            Value::Bag(Rc::new(out))
+        }
+        B::FlatMapBag => {
+            let b = bag(&args[1], span)?;
+            fold_bag(it, &Group::Bag, &args[0], &b, span)?
+        }
+        B::SingletonMap => {
+            let mut out = MapV::default();
+            out.entries.insert(key(&args[0], span)?, args[1].clone());
+            Value::Map(Rc::new(out))
+        }
+        B::FoldMap => {
+            let gb = group(&args[1], span)?;
+            let m = map(&args[3], span)?;
+            let mut acc = group_zero(it, &gb, span)?;
+            for (k, v) in m.sorted() {
+                let y = it.apply_n(&args[2], vec![k.to_value(), v.clone()], span)?;
+                acc = group_op(it, &gb, &acc, &y, span)?;
+            }
+            acc
+        }
+        B::FoldMapGen => {
+            let m = map(&args[3], span)?;
+            let mut acc = args[0].clone();
+            for (k, v) in m.sorted() {
+                let y = it.apply_n(&args[2], vec![k.to_value(), v.clone()], span)?;
+                acc = it.apply_n(&args[1], vec![acc, y], span)?;
+            }
+            acc
+        }
+        B::Lookup => {
+            let g = group(&args[0], span)?;
+            let k = key(&args[1], span)?;
+            let m = map(&args[2], span)?;
+            match m.entries.get(&k) {
+                Some(v) => v.clone(),
+                None => group_zero(it, &g, span)?,
+            }
+        }
+        B::Replace => Value::Change(Rc::new(Change::Replace(args[0].clone()))),
+        B::GChange => Value::Change(Rc::new(Change::GChange(group(&args[0], span)?, args[1].clone()))),
+        B::Nil => {
+            return Err(Diagnostic::error(span, "the interpreter does not evaluate `nil` yet"));
+        }
+    })
+}
+
+/// `foldBag g f b`: the group sum of `f x` scaled by each multiplicity, in sorted order.
+pub fn fold_bag(it: &mut Interp, g: &Group, f: &Value, b: &Bag, span: Span) -> EvalResult {
+    let mut acc = group_zero(it, g, span)?;
+    for (k, n) in b.sorted() {
+        let y = it.apply(f, k.to_value(), span)?;
+        let y = group_scale(it, g, &y, n, span)?;
+        acc = group_op(it, g, &acc, &y, span)?;
+    }
+    Ok(acc)
+}
+
+/// The final result type of a curried function type.
+fn result_type(t: &Type) -> &Type {
+    match t {
+        Type::Fun(_, b) => result_type(b),
+        t => t,
+    }
+}
+
+fn sum(a: &[Value], ty: &Type, span: Span) -> EvalResult {
+    match ty {
+        Type::Int => {
+            let mut s: i64 = 0;
+            for x in a {
+                s = s.wrapping_add(int(x, span)?);
+            }
+            Ok(Value::Int(s))
+        }
+        _ => {
+            let mut s = 0.0;
+            for x in a {
+                s += real(x, span)?;
+            }
+            Ok(Value::Real(s))
+        }
+    }
+}
+
+fn dot(a: &[Value], b: &[Value], ty: &Type, span: Span) -> EvalResult {
+    match ty {
+        Type::Int => {
+            let mut s: i64 = 0;
+            for (x, y) in a.iter().zip(b) {
+                s = s.wrapping_add(int(x, span)?.wrapping_mul(int(y, span)?));
+            }
+            Ok(Value::Int(s))
+        }
+        _ => {
+            let mut s = 0.0;
+            for (x, y) in a.iter().zip(b) {
+                s += real(x, span)? * real(y, span)?;
+            }
+            Ok(Value::Real(s))
+        }
+    }
+}

@@ -1,0 +1,326 @@
+//! The reference interpreter: call-by-value evaluation of monomorphised core terms.
+//!
+//! It is written for clarity and fidelity, never for speed: it is the oracle every compiled result
+//! is checked against. Every runtime failure (index out of bounds, Int division by zero, a bad
+//! array size, ...) is an `EvalError` with the span of the term that failed, never a panic.
+
+mod builtins;
+mod groups;
+
+use std::rc::Rc;
+
+use anf::mono::MonoProgram;
+use frontend::syntax::*;
+use frontend::types::Type;
+use frontend::{Diagnostic, Span};
+
+pub use groups::{group_inverse, group_op, group_scale, group_zero};
+
+use crate::value::*;
+
+/// A runtime error with the span of the term whose evaluation failed.
+pub type EvalError = Diagnostic;
+pub type EvalResult<T = Value> = Result<T, EvalError>;
+
+/// How deep evaluation may nest (calls inside calls) before it is reported as an error.
+pub const MAX_EVAL_DEPTH: u32 = 100_000;
+
+/// Arrays longer than this are refused (both engines share the limit).
+pub const MAX_ARRAY_LEN: i64 = 1 << 28;
+
+/// Evaluates the root definition of a monomorphised program.
+pub fn run(program: &MonoProgram) -> EvalResult {
+    let mut it = Interp::new(program);
+    it.eval_globals()?;
+    Ok(it.globals.last().cloned().unwrap_or(Value::Unit))
+}
+
+/// The interpreter state: the program and the values of its definitions so far.
+pub struct Interp<'p> {
+    pub program: &'p MonoProgram,
+    pub globals: Vec<Value>,
+    depth: u32,
+}
+
+impl<'p> Interp<'p> {
+    pub fn new(program: &'p MonoProgram) -> Interp<'p> {
+        Interp { program, globals: Vec::new(), depth: 0 }
+    }
+
+    /// Evaluates every definition in order (each is a value computed once).
+    pub fn eval_globals(&mut self) -> EvalResult<()> {
+        while self.globals.len() < self.program.defs.len() {
+            let d = &self.program.defs[self.globals.len()];
+            let v = self.eval(&d.body, &Env::default())?;
+            self.globals.push(v);
+        }
+        Ok(())
+    }
+
+    pub fn eval(&mut self, e: &E, env: &Env) -> EvalResult {
+        self.depth += 1;
+        if self.depth > MAX_EVAL_DEPTH {
+            self.depth -= 1;
+            return Err(Diagnostic::error(e.span, "evaluation nested too deeply"));
+        }
+        let r = self.eval_inner(e, env);
+        self.depth -= 1;
+        r
+    }
+
+    fn eval_inner(&mut self, e: &E, env: &Env) -> EvalResult {
+        Ok(match &e.kind {
+            ExprKind::Var(n, r) => {
+                match r {
+                    VarRef::Local(id) => env
+                        .get(*id)
+                        .cloned()
+                        .ok_or_else(|| Diagnostic::error(e.span, format!("internal: unbound variable `{n}`")))?,
+                    VarRef::Global(d) => self.globals.get(d.0 as usize).cloned().ok_or_else(|| {
+                        Diagnostic::error(e.span, format!("internal: `{n}` used before it is defined"))
+                    })?,
+                    VarRef::Builtin(b) => builtins::constant(*b)
+                        .unwrap_or_else(|| Value::Partial(*b, Rc::new(e.ty.clone()), Rc::from([]))),
+                }
+            }
+            ExprKind::Lit(l) => match l {
+                Lit::Int(n) => Value::Int(*n),
+                Lit::Real(r) => Value::Real(*r),
+                Lit::Bool(b) => Value::Bool(*b),
+                Lit::Unit => Value::Unit,
+            },
+            ExprKind::Lam(p, b) => {
+                Value::Closure(Rc::new(Closure { param: p.clone(), body: b.clone(), env: env.clone() }))
+            }
+            ExprKind::App(f, a) => {
+                let fv = self.eval(f, env)?;
+                let av = self.eval(a, env)?;
+                self.apply(&fv, av, e.span)?
+            }
+            ExprKind::Let(p, rhs, body) => {
+                let v = self.eval(rhs, env)?;
+                let env2 = bind_pattern(env, p, v);
+                self.eval(body, &env2)?
+            }
+            ExprKind::If(c, a, b) => match self.eval(c, env)? {
+                Value::Bool(true) => self.eval(a, env)?,
+                Value::Bool(false) => self.eval(b, env)?,
+                v => return Err(internal(c.span, "a Bool", &v)),
+            },
+            ExprKind::Bin(op, a, b) => {
+                // `&&` and `||` short-circuit.
+                if matches!(op, BinOp::And | BinOp::Or) {
+                    let av = self.eval(a, env)?;
+                    return match (op, av) {
+                        (BinOp::And, Value::Bool(false)) => Ok(Value::Bool(false)),
+                        (BinOp::Or, Value::Bool(true)) => Ok(Value::Bool(true)),
+                        (_, Value::Bool(_)) => self.eval(b, env),
+                        (_, v) => Err(internal(a.span, "a Bool", &v)),
+                    };
+                }
+                let av = self.eval(a, env)?;
+                let bv = self.eval(b, env)?;
+                self.binop(*op, av, bv, &a.ty, e.span)?
+            }
+            ExprKind::Neg(a) => match self.eval(a, env)? {
+                Value::Int(n) => Value::Int(n.wrapping_neg()),
+                Value::Real(r) => Value::Real(-r),
+                v => return Err(internal(a.span, "a number", &v)),
+            },
+            ExprKind::Not(a) => match self.eval(a, env)? {
+                Value::Bool(b) => Value::Bool(!b),
+                v => return Err(internal(a.span, "a Bool", &v)),
+            },
+            ExprKind::Tuple(xs) => {
+                let mut vs = Vec::with_capacity(xs.len());
+                for x in xs {
+                    vs.push(self.eval(x, env)?);
+                }
+                Value::tuple(vs)
+            }
+            ExprKind::Proj(a, i) => match self.eval(a, env)? {
+                Value::Tuple(vs) if *i < vs.len() => vs[*i].clone(),
+                v => return Err(internal(a.span, "a tuple", &v)),
+            },
+            ExprKind::Index(a, i) => {
+                let av = self.eval(a, env)?;
+                let iv = self.eval(i, env)?;
+                builtins::index(&av, &iv, e.span)?
+            }
+            ExprKind::Array(xs) => {
+                let mut vs = Vec::with_capacity(xs.len());
+                for x in xs {
+                    vs.push(self.eval(x, env)?);
+                }
+                Value::Array(Rc::new(vs))
+            }
+            ExprKind::Bag(xs) => {
+                let mut bag = Bag::default();
+                for (x, n) in xs {
+                    let v = self.eval(x, env)?;
+                    let k = v.to_key().ok_or_else(|| internal(x.span, "an equality-typed value", &v))?;
+                    bag.insert(k, *n);
+                }
+                Value::Bag(Rc::new(bag))
+            }
+            ExprKind::Map(xs) => {
+                let mut m = MapV::default();
+                for (k, v) in xs {
+                    let kv = self.eval(k, env)?;
+                    let key = kv.to_key().ok_or_else(|| internal(k.span, "an equality-typed value", &kv))?;
+                    let vv = self.eval(v, env)?;
+                    if m.entries.insert(key, vv).is_some() {
+                        return Err(Diagnostic::error(k.span, format!("duplicate key {kv} in map literal")));
+                    }
+                }
+                Value::Map(Rc::new(m))
+            }
+            ExprKind::Pullback(..) | ExprKind::Dual(..) => {
+                return Err(Diagnostic::error(e.span, "the interpreter does not evaluate pullbacks and dual maps yet"))
+            }
+            ExprKind::Derive(..) => {
+                return Err(Diagnostic::error(e.span, "the interpreter does not evaluate `derive` yet"))
+            }
+            ExprKind::Ann(a, _) => self.eval(a, env)?,
+            ExprKind::Zero | ExprKind::Sum(..) => {
+                return Err(Diagnostic::error(e.span, "internal: a semantic term reached the evaluator"))
+            }
+        })
+    }
+
+    /// Applies a function value to one argument.
+    pub fn apply(&mut self, f: &Value, arg: Value, span: Span) -> EvalResult {
+        match f {
+            Value::Closure(c) => {
+                let env = bind_pattern(&c.env, &c.param, arg);
+                let body = c.body.clone();
+                self.eval(&body, &env)
+            }
+            Value::Partial(b, ty, args) => {
+                let mut all: Vec<Value> = args.to_vec();
+                all.push(arg);
+                if all.len() == b.arity() {
+                    builtins::call(self, *b, ty, all, span)
+                } else {
+                    Ok(Value::Partial(*b, ty.clone(), all.into()))
+                }
+            }
+            v => Err(internal(span, "a function", v)),
+        }
+    }
+
+    /// Applies a function value to several arguments in turn.
+    pub fn apply_n(&mut self, f: &Value, args: Vec<Value>, span: Span) -> EvalResult {
+        let mut cur = f.clone();
+        for a in args {
+            cur = self.apply(&cur, a, span)?;
+        }
+        Ok(cur)
+    }
+
+    fn binop(&mut self, op: BinOp, a: Value, b: Value, a_ty: &Type, span: Span) -> EvalResult {
+        use Value::*;
+        Ok(match (op, &a, &b) {
+            (BinOp::Add, Int(x), Int(y)) => Int(x.wrapping_add(*y)),
+            (BinOp::Sub, Int(x), Int(y)) => Int(x.wrapping_sub(*y)),
+            (BinOp::Mul, Int(x), Int(y)) => Int(x.wrapping_mul(*y)),
+            (BinOp::Div, Int(x), Int(y)) => {
+                if *y == 0 {
+                    return Err(Diagnostic::error(span, "division by zero"));
+                }
+                Int(x.wrapping_div(*y))
+            }
+            (BinOp::Add, Real(x), Real(y)) => Real(x + y),
+            (BinOp::Sub, Real(x), Real(y)) => Real(x - y),
+            (BinOp::Mul, Real(x), Real(y)) => Real(x * y),
+            (BinOp::Div, Real(x), Real(y)) => Real(x / y),
+            (BinOp::Pow, Real(x), Real(y)) => Real(x.powf(*y)),
+            (BinOp::Lt, Int(x), Int(y)) => Bool(x < y),
+            (BinOp::Le, Int(x), Int(y)) => Bool(x <= y),
+            (BinOp::Gt, Int(x), Int(y)) => Bool(x > y),
+            (BinOp::Ge, Int(x), Int(y)) => Bool(x >= y),
+            (BinOp::Lt, Real(x), Real(y)) => Bool(x < y),
+            (BinOp::Le, Real(x), Real(y)) => Bool(x <= y),
+            (BinOp::Gt, Real(x), Real(y)) => Bool(x > y),
+            (BinOp::Ge, Real(x), Real(y)) => Bool(x >= y),
+            (BinOp::Eq, _, _) => Bool(a.equals(&b)),
+            (BinOp::Ne, _, _) => Bool(!a.equals(&b)),
+            (BinOp::Oplus, _, _) => return self.oplus(&a, &b, a_ty, span),
+            (BinOp::Ominus, _, _) => return self.ominus(&a, &b, a_ty, span),
+            _ => return Err(Diagnostic::error(span, format!("internal: `{}` applied to {a} and {b}", op.ascii()))),
+        })
+    }
+
+    /// `a ⊕ da` (ILC Def. 2.7) for base and tuple types.
+    pub fn oplus(&mut self, a: &Value, da: &Value, ty: &Type, span: Span) -> EvalResult {
+        match (ty, a, da) {
+            (Type::Tuple(ts), Value::Tuple(xs), Value::Tuple(dxs)) => {
+                let mut out = Vec::with_capacity(xs.len());
+                for ((t, x), dx) in ts.iter().zip(xs.iter()).zip(dxs.iter()) {
+                    out.push(self.oplus(x, dx, t, span)?);
+                }
+                Ok(Value::tuple(out))
+            }
+            (_, _, Value::Change(c)) => match &**c {
+                // a ⊕ replace v = v
+                Change::Replace(v) => Ok(v.clone()),
+                // a ⊕ gchange g dv = a ·g dv
+                Change::GChange(g, dv) => group_op(self, g, a, dv, span),
+            },
+            _ => Err(Diagnostic::error(span, "`<+>` on function values is not supported by the interpreter yet")),
+        }
+    }
+
+    /// `b ⊖ a`: a group change where the type has a canonical group, else `replace b`.
+    pub fn ominus(&mut self, b: &Value, a: &Value, ty: &Type, span: Span) -> EvalResult {
+        match (ty, b, a) {
+            (Type::Tuple(ts), Value::Tuple(bs), Value::Tuple(xs)) => {
+                let mut out = Vec::with_capacity(xs.len());
+                for ((t, y), x) in ts.iter().zip(bs.iter()).zip(xs.iter()) {
+                    out.push(self.ominus(y, x, t, span)?);
+                }
+                Ok(Value::tuple(out))
+            }
+            (Type::Fun(..), _, _) => {
+                Err(Diagnostic::error(span, "`<->` on function values is not supported by the interpreter yet"))
+            }
+            _ => {
+                let g = match ty {
+                    Type::Int => Some(Group::Int),
+                    Type::Real => Some(Group::Real),
+                    Type::Bag(_) => Some(Group::Bag),
+                    _ => None,
+                };
+                Ok(Value::Change(Rc::new(match g {
+                    Some(g) => {
+                        let g = Rc::new(g);
+                        let inv = group_inverse(self, &g, a, span)?;
+                        let d = group_op(self, &g, b, &inv, span)?;
+                        Change::GChange(g, d)
+                    }
+                    None => Change::Replace(b.clone()),
+                })))
+            }
+        }
+    }
+}
+
+/// Binds a pattern to a value (types guarantee the shapes match).
+pub fn bind_pattern(env: &Env, p: &Pat, v: Value) -> Env {
+    match (&p.kind, v) {
+        (PatKind::Var(_, id), v) => env.bind(*id, v),
+        (PatKind::Tuple(ps), Value::Tuple(vs)) => {
+            let mut e = env.clone();
+            for (q, x) in ps.iter().zip(vs.iter()) {
+                e = bind_pattern(&e, q, x.clone());
+            }
+            e
+        }
+        _ => env.clone(),
+    }
+}
+
+/// An "impossible" shape: a type-correct program never gets here.
+fn internal(span: Span, wanted: &str, got: &Value) -> EvalError {
+    Diagnostic::error(span, format!("internal: expected {wanted}, found {got}"))
+}

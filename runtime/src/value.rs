@@ -1,0 +1,336 @@
+//! Runtime values of the reference interpreter, bags and maps with their groups, and printing
+//! exactly as LANGUAGE.md §7 says.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::rc::Rc;
+
+use frontend::builtins::Builtin;
+use frontend::syntax::{Pat, E};
+use rustc_hash::FxHashMap;
+
+/// A value of an equality type: bag elements and map keys (LANGUAGE.md §4).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Key {
+    Unit,
+    Bool(bool),
+    Int(i64),
+    Tuple(Rc<[Key]>),
+}
+
+impl Key {
+    pub fn to_value(&self) -> Value {
+        match self {
+            Key::Unit => Value::Unit,
+            Key::Bool(b) => Value::Bool(*b),
+            Key::Int(n) => Value::Int(*n),
+            Key::Tuple(ks) => Value::Tuple(ks.iter().map(Key::to_value).collect()),
+        }
+    }
+}
+
+/// A multiset with signed multiplicities; zero entries are never stored.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Bag {
+    pub entries: FxHashMap<Key, i64>,
+}
+
+impl Bag {
+    pub fn insert(&mut self, k: Key, n: i64) {
+        if n == 0 {
+            return;
+        }
+        let e = self.entries.entry(k.clone()).or_insert(0);
+        *e = e.wrapping_add(n);
+        if *e == 0 {
+            self.entries.remove(&k);
+        }
+    }
+    /// Entries sorted by element: the deterministic order folds and printing use.
+    pub fn sorted(&self) -> Vec<(&Key, i64)> {
+        let mut v: Vec<(&Key, i64)> = self.entries.iter().map(|(k, n)| (k, *n)).collect();
+        v.sort_by(|a, b| a.0.cmp(b.0));
+        v
+    }
+    pub fn merge(&self, other: &Bag) -> Bag {
+        let mut out = self.clone();
+        for (k, n) in &other.entries {
+            out.insert(k.clone(), *n);
+        }
+        out
+    }
+    pub fn negate(&self) -> Bag {
+        Bag { entries: self.entries.iter().map(|(k, n)| (k.clone(), n.wrapping_neg())).collect() }
+    }
+    pub fn scale(&self, m: i64) -> Bag {
+        let mut out = Bag::default();
+        for (k, n) in &self.entries {
+            out.insert(k.clone(), n.wrapping_mul(m));
+        }
+        out
+    }
+}
+
+/// A finite map from keys to values of some group; the group's zero is never stored by group
+/// operations (a literal may still hold one until an operation touches it).
+#[derive(Clone, Debug, Default)]
+pub struct MapV {
+    pub entries: FxHashMap<Key, Value>,
+}
+
+impl MapV {
+    pub fn sorted(&self) -> Vec<(&Key, &Value)> {
+        let mut v: Vec<(&Key, &Value)> = self.entries.iter().collect();
+        v.sort_by(|a, b| a.0.cmp(b.0));
+        v
+    }
+}
+
+/// Abelian groups (LANGUAGE.md §6).
+#[derive(Clone, Debug)]
+pub enum Group {
+    Int,
+    Real,
+    Bag,
+    Map(Rc<Group>),
+    Pair(Rc<Group>, Rc<Group>),
+    /// `group op inverse zero`: promised abelian, not checked.
+    User {
+        op: Value,
+        inverse: Value,
+        zero: Value,
+    },
+}
+
+/// A closure: a one-parameter function literal with its captured environment.
+#[derive(Clone)]
+pub struct Closure {
+    pub param: Rc<Pat>,
+    pub body: E,
+    pub env: Env,
+}
+
+/// Environments are persistent lists: a closure captures one by sharing its spine.
+#[derive(Clone, Default)]
+pub struct Env(pub Option<Rc<EnvNode>>);
+
+pub struct EnvNode {
+    pub id: frontend::syntax::LocalId,
+    pub value: Value,
+    pub next: Env,
+}
+
+impl Env {
+    pub fn bind(&self, id: frontend::syntax::LocalId, value: Value) -> Env {
+        Env(Some(Rc::new(EnvNode { id, value, next: self.clone() })))
+    }
+    pub fn get(&self, id: frontend::syntax::LocalId) -> Option<&Value> {
+        let mut cur = &self.0;
+        while let Some(n) = cur {
+            if n.id == id {
+                return Some(&n.value);
+            }
+            cur = &n.next.0;
+        }
+        None
+    }
+}
+
+/// A change (ILC Sec. 4): `replace v` or `gchange g dv`, for base types.
+#[derive(Clone, Debug)]
+pub enum Change {
+    Replace(Value),
+    GChange(Rc<Group>, Value),
+}
+
+/// A runtime value.
+#[derive(Clone)]
+pub enum Value {
+    Unit,
+    Bool(bool),
+    Int(i64),
+    Real(f64),
+    Tuple(Rc<[Value]>),
+    Array(Rc<Vec<Value>>),
+    Bag(Rc<Bag>),
+    Map(Rc<MapV>),
+    Group(Rc<Group>),
+    Closure(Rc<Closure>),
+    /// A builtin at its (monomorphic) type, applied to fewer arguments than its arity.
+    Partial(Builtin, Rc<frontend::types::Type>, Rc<[Value]>),
+    /// A dual vector r* of first-order type: the functional v ↦ ⟨r, v⟩ (Mak & Ong `r*`).
+    Star(Rc<Value>),
+    /// Any other value of a dual or function type that the pullback semantics produces:
+    /// a closed term, applied by the interpreter when given an argument.
+    Term(E),
+    Change(Rc<Change>),
+}
+
+impl fmt::Debug for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
+impl Value {
+    pub fn tuple(vs: Vec<Value>) -> Value {
+        Value::Tuple(vs.into())
+    }
+
+    /// The key of an equality-typed value.
+    pub fn to_key(&self) -> Option<Key> {
+        Some(match self {
+            Value::Unit => Key::Unit,
+            Value::Bool(b) => Key::Bool(*b),
+            Value::Int(n) => Key::Int(*n),
+            Value::Tuple(vs) => Key::Tuple(vs.iter().map(Value::to_key).collect::<Option<Vec<_>>>()?.into()),
+            _ => return None,
+        })
+    }
+
+    /// Structural equality of first-order values (reals compare as IEEE numbers).
+    pub fn equals(&self, other: &Value) -> bool {
+        match (self, other) {
+            (Value::Unit, Value::Unit) => true,
+            (Value::Bool(a), Value::Bool(b)) => a == b,
+            (Value::Int(a), Value::Int(b)) => a == b,
+            (Value::Real(a), Value::Real(b)) => a == b,
+            (Value::Tuple(a), Value::Tuple(b)) => {
+                a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.equals(y))
+            }
+            (Value::Array(a), Value::Array(b)) => {
+                a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.equals(y))
+            }
+            (Value::Bag(a), Value::Bag(b)) => a == b,
+            (Value::Map(a), Value::Map(b)) => {
+                a.entries.len() == b.entries.len()
+                    && a.entries.iter().all(|(k, v)| b.entries.get(k).is_some_and(|w| v.equals(w)))
+            }
+            (Value::Star(a), Value::Star(b)) => a.equals(b),
+            (Value::Change(a), Value::Change(b)) => match (&**a, &**b) {
+                (Change::Replace(x), Change::Replace(y)) => x.equals(y),
+                (Change::GChange(_, x), Change::GChange(_, y)) => x.equals(y),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
+    pub fn as_real(&self) -> Option<f64> {
+        match self {
+            Value::Real(r) => Some(*r),
+            _ => None,
+        }
+    }
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Value::Int(n) => Some(*n),
+            _ => None,
+        }
+    }
+}
+
+/// Orders keys of printed bags and maps: by element, as `Key`'s derived order does.
+pub fn compare_keys(a: &Key, b: &Key) -> Ordering {
+    a.cmp(b)
+}
+
+impl fmt::Display for Value {
+    /// LANGUAGE.md §7.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Unit => write!(f, "()"),
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::Int(n) => write!(f, "{n}"),
+            Value::Real(r) => write!(f, "{r:?}"),
+            Value::Tuple(vs) => {
+                write!(f, "(")?;
+                for (i, v) in vs.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{v}")?;
+                }
+                write!(f, ")")
+            }
+            Value::Array(vs) => {
+                write!(f, "[")?;
+                for (i, v) in vs.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{v}")?;
+                }
+                write!(f, "]")
+            }
+            Value::Bag(b) => {
+                write!(f, "bag{{")?;
+                for (i, (k, n)) in b.sorted().into_iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{}", k.to_value())?;
+                    if n != 1 {
+                        write!(f, " # {n}")?;
+                    }
+                }
+                write!(f, "}}")
+            }
+            Value::Map(m) => {
+                write!(f, "map{{")?;
+                for (i, (k, v)) in m.sorted().into_iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{} -> {v}", k.to_value())?;
+                }
+                write!(f, "}}")
+            }
+            Value::Group(_) => write!(f, "<group>"),
+            Value::Closure(_) | Value::Partial(..) | Value::Term(_) => write!(f, "<fun>"),
+            Value::Star(r) => write!(f, "{r}*"),
+            Value::Change(c) => match &**c {
+                Change::Replace(v) => write!(f, "replace {}", Parens(v)),
+                Change::GChange(_, v) => write!(f, "gchange {}", Parens(v)),
+            },
+        }
+    }
+}
+
+/// A value as an argument: negative numbers in parentheses, so `replace (-1)` reads back.
+struct Parens<'a>(&'a Value);
+
+impl fmt::Display for Parens<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Value::Int(n) if *n < 0 => write!(f, "({n})"),
+            Value::Real(r) if r.is_sign_negative() => write!(f, "({r:?})"),
+            Value::Change(_) => write!(f, "({})", self.0),
+            v => write!(f, "{v}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prints_as_the_reference_says() {
+        assert_eq!(Value::tuple(vec![Value::Real(660.0), Value::Real(528.0)]).to_string(), "(660.0, 528.0)");
+        assert_eq!(
+            Value::Star(Rc::new(Value::tuple(vec![Value::Real(660.0), Value::Real(528.0)]))).to_string(),
+            "(660.0, 528.0)*"
+        );
+        assert_eq!(Value::Real(1e-7).to_string(), "1e-7");
+        assert_eq!(Value::Real(0.1).to_string(), "0.1");
+        let mut b = Bag::default();
+        b.insert(Key::Int(5), -1);
+        b.insert(Key::Int(1), 2);
+        b.insert(Key::Int(3), 1);
+        b.insert(Key::Int(3), -1);
+        assert_eq!(Value::Bag(Rc::new(b)).to_string(), "bag{1 # 2, 5 # -1}");
+        let c = Value::Change(Rc::new(Change::GChange(Rc::new(Group::Int), Value::Int(4))));
+        assert_eq!(c.to_string(), "gchange 4");
+    }
+}
