@@ -102,13 +102,22 @@ impl Builtin {
 
     /// How many arguments the builtin takes before it computes (its arrows at top level).
     pub fn arity(self) -> usize {
-        let mut t = self.scheme().ty;
-        let mut n = 0;
-        while let crate::types::Type::Fun(_, b) = t {
-            n += 1;
-            t = (*b).clone();
-        }
-        n
+        static ARITIES: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
+        let table = ARITIES.get_or_init(|| {
+            Builtin::ALL
+                .iter()
+                .map(|b| {
+                    let mut t = b.scheme().ty;
+                    let mut n = 0;
+                    while let crate::types::Type::Fun(_, r) = t {
+                        n += 1;
+                        t = (*r).clone();
+                    }
+                    n
+                })
+                .collect()
+        });
+        table[self as usize]
     }
 }
 
