@@ -35,14 +35,13 @@ pub fn check_program(mut program: Program) -> Result<Program, Diagnostic> {
     Ok(program)
 }
 
-/// Type-checks one expression against already-checked definitions (REPL).
+/// Type-checks one expression against already-checked definitions (REPL); its scheme is general.
 pub fn check_expr(program: &Program, e: &E) -> Result<(E, Scheme), Diagnostic> {
     let mut inf = Infer::new();
     inf.globals = program.defs.iter().map(|d| d.scheme.clone()).collect();
     let def =
         Def { name: "it".into(), name_span: e.span, span: e.span, body: e.clone(), scheme: Scheme::mono(Type::Unit) };
-    let (body, scheme) = inf.def(&def)?;
-    Ok(default_main(&body, &scheme))
+    inf.def(&def)
 }
 
 /// `main` is the program's entry point: its unconstrained type variables default

@@ -1,6 +1,8 @@
 //! The `nabla` command line (LANGUAGE.md §8). It is the only place that reads files and renders
 //! diagnostics. Exit status: 0 success, 1 an error in the program or its data, 2 a usage error.
 
+mod repl;
+
 use std::process::ExitCode;
 
 use codespan_reporting::diagnostic::{Diagnostic as Report, Label};
@@ -14,6 +16,7 @@ usage: nabla <command> [arguments]
 commands:
   run FILE [--interp]   evaluate `main` (compiled by default; --interp uses the reference interpreter)
   check FILE            print each definition's inferred type
+  repl                  read-eval-print loop
   help                  print this message
 ";
 
@@ -76,9 +79,21 @@ fn dispatch(args: &[String]) -> Result<String, Failure> {
             })?;
             Ok(frontend::signatures(&program))
         }
+        "repl" => {
+            if !rest.is_empty() {
+                return Err(Failure::Usage("`repl` takes no arguments".into()));
+            }
+            repl::run(&render).map_err(Failure::Plain)?;
+            Ok(String::new())
+        }
         "help" | "--help" | "-h" => Ok(USAGE.to_string()),
         other => Err(Failure::Usage(format!("unknown command `{other}`"))),
     }
+}
+
+/// Evaluates the root of a monomorphised program with the default engine.
+fn engine_eval(mono: &anf::mono::MonoProgram) -> Result<runtime::value::Value, Diagnostic> {
+    runtime::interp::run(mono)
 }
 
 /// Splits arguments into exactly one file and known flags.
