@@ -138,6 +138,10 @@ struct Infer {
 
 type Res<T> = Result<T, Diagnostic>;
 
+/// Types larger than this (fully expanded) are refused: Hindley–Milner types can grow
+/// exponentially with program size, and nothing useful has a type this big.
+pub const TYPE_SIZE_LIMIT: usize = 20_000;
+
 impl Infer {
     fn new() -> Infer {
         Infer {
@@ -166,6 +170,7 @@ impl Infer {
         self.level = 1;
         let body = self.infer(&def.body)?;
         self.solve_deferred(true)?;
+        self.check_sizes(&body)?;
         self.level = 0;
         let ty = self.zonk(&body.ty);
         let mut qvars: Vec<(TyVar, Classes)> = Vec::new();
@@ -226,14 +231,66 @@ impl Infer {
     }
 
     fn occurs(&self, v: TyVar, t: &Type) -> bool {
-        let z = self.zonk(t);
         let mut found = false;
-        z.visit(&mut |u| {
-            if *u == Type::Var(v) {
-                found = true
-            }
-        });
+        self.free_vars(t, &mut |w| found |= w == v);
         found
+    }
+
+    /// Calls `f` on each unbound variable reachable from `t`, following links. Each linked variable
+    /// is entered once, so this is linear in the size of the type's graph, not of its expansion.
+    fn free_vars(&self, t: &Type, f: &mut impl FnMut(TyVar)) {
+        let mut seen: FxHashSet<TyVar> = FxHashSet::default();
+        let mut stack = vec![t.clone()];
+        while let Some(t) = stack.pop() {
+            t.visit(&mut |u| {
+                if let Type::Var(w) = u {
+                    if seen.insert(*w) {
+                        match &self.vars[w.0 as usize].link {
+                            Some(l) => stack.push(l.clone()),
+                            None => f(*w),
+                        }
+                    }
+                }
+            });
+        }
+    }
+
+    /// Is the fully substituted `t` larger than `TYPE_SIZE_LIMIT` nodes? Stops counting at the limit.
+    fn too_big(&self, t: &Type) -> bool {
+        fn count(inf: &Infer, t: &Type, n: &mut usize) {
+            if *n > TYPE_SIZE_LIMIT {
+                return;
+            }
+            *n += 1;
+            match t {
+                Type::Var(v) => {
+                    if let Some(l) = &inf.vars[v.0 as usize].link {
+                        *n -= 1;
+                        count(inf, l, n)
+                    }
+                }
+                Type::Real | Type::Int | Type::Bool | Type::Unit => {}
+                Type::Array(a) | Type::Bag(a) | Type::Group(a) | Type::Dual(a) | Type::Delta(a) => count(inf, a, n),
+                Type::Map(a, b) | Type::Fun(a, b) => {
+                    count(inf, a, n);
+                    count(inf, b, n)
+                }
+                Type::Tuple(ts) => ts.iter().for_each(|x| count(inf, x, n)),
+            }
+        }
+        let mut n = 0;
+        count(self, t, &mut n);
+        n > TYPE_SIZE_LIMIT
+    }
+
+    fn check_size(&self, t: &Type, span: Span) -> Res<()> {
+        if self.too_big(t) {
+            return Err(Diagnostic::error(
+                span,
+                format!("the type of this expression is too large (more than {TYPE_SIZE_LIMIT} parts)"),
+            ));
+        }
+        Ok(())
     }
 
     fn unify(&mut self, a: &Type, b: &Type) -> Result<(), UErr> {
@@ -297,15 +354,14 @@ impl Infer {
         let info = self.vars[v.0 as usize].clone();
         self.require(t, info.classes)?;
         // Lower the levels of variables in t to v's level (for generalisation).
-        let z = self.zonk(t);
-        z.visit(&mut |u| {
-            if let Type::Var(w) = u {
-                let l = &mut self.vars[w.0 as usize].level;
-                if *l > info.level {
-                    *l = info.level;
-                }
+        let mut free = Vec::new();
+        self.free_vars(t, &mut |w| free.push(w));
+        for w in free {
+            let l = &mut self.vars[w.0 as usize].level;
+            if *l > info.level {
+                *l = info.level;
             }
-        });
+        }
         self.vars[v.0 as usize].link = Some(t.clone());
         Ok(())
     }
@@ -376,24 +432,31 @@ impl Infer {
         }
     }
 
+    /// A type for a message; a huge one is not expanded.
+    fn show(&self, p: &mut TypePrinter, t: &Type) -> String {
+        if self.too_big(t) {
+            "<a type too large to show>".to_string()
+        } else {
+            p.ty(&self.zonk(t))
+        }
+    }
+
     fn err_unify(&self, e: UErr, span: Span, expected: &Type, found: &Type) -> Diagnostic {
         let mut p = TypePrinter::new();
         match e {
             UErr::Mismatch => {
-                let exp = p.ty(&self.zonk(expected));
-                let fnd = p.ty(&self.zonk(found));
+                let exp = self.show(&mut p, expected);
+                let fnd = self.show(&mut p, found);
                 Diagnostic::error(span, format!("type mismatch: expected {exp}, found {fnd}"))
             }
             UErr::Occurs => {
-                let exp = p.ty(&self.zonk(expected));
-                let fnd = p.ty(&self.zonk(found));
+                let exp = self.show(&mut p, expected);
+                let fnd = self.show(&mut p, found);
                 Diagnostic::error(span, format!("infinite type: {exp} would have to contain itself as {fnd}"))
             }
             UErr::Class(c) => {
-                let exp = self.zonk(expected);
-                let fnd = self.zonk(found);
-                let which = if matches!(exp, Type::Var(_)) { fnd } else { exp };
-                Diagnostic::error(span, format!("expected {}, found {}", c.describe(), p.ty(&which)))
+                let which = if matches!(self.resolve(expected), Type::Var(_)) { found } else { expected };
+                Diagnostic::error(span, format!("expected {}, found {}", c.describe(), self.show(&mut p, which)))
             }
         }
     }
@@ -407,7 +470,7 @@ impl Infer {
             let mut p = TypePrinter::new();
             Diagnostic::error(
                 span,
-                format!("{what} must be {}, but this has type {}", c.describe(), p.ty(&self.zonk(t))),
+                format!("{what} must be {}, but this has type {}", c.describe(), self.show(&mut p, t)),
             )
         })
     }
@@ -492,7 +555,7 @@ impl Infer {
                     format!(
                         "`.{}` projects a tuple component, but this has type {}",
                         index + 1,
-                        p.ty(&self.zonk(other))
+                        self.show(&mut p, other)
                     ),
                 ))
             }
@@ -602,7 +665,7 @@ impl Infer {
                         };
                         return Err(Diagnostic::error(
                             f.span,
-                            format!("{what} has type {} and cannot be applied to an argument", p.ty(&self.zonk(other))),
+                            format!("{what} has type {} and cannot be applied to an argument", self.show(&mut p, other)),
                         )
                         .with_label(a.span, "extra argument"));
                     }
@@ -617,7 +680,7 @@ impl Infer {
                 self.expect(&rhs2.ty, &pt, rhs.span)?;
                 self.solve_deferred(false)?;
                 self.level -= 1;
-                self.generalise_pattern(&p2);
+                self.generalise_pattern(&p2)?;
                 let body2 = self.infer(body)?;
                 let t = body2.ty.clone();
                 (ExprKind::Let(p2, rhs2, body2), t)
@@ -788,10 +851,23 @@ impl Infer {
         })
     }
 
+    /// Refuses a term in which some node's type is too large (before anything expands it).
+    fn check_sizes(&self, e: &E) -> Res<()> {
+        self.check_size(&e.ty, e.span)?;
+        let mut r = Ok(());
+        crate::lin::for_each_child(e, &mut |c| {
+            if r.is_ok() {
+                r = self.check_sizes(c);
+            }
+        });
+        r
+    }
+
     /// Generalises the variables of each binder of a `let` pattern above the current level.
-    fn generalise_pattern(&mut self, p: &Pat) {
+    fn generalise_pattern(&mut self, p: &Pat) -> Res<()> {
         for (_, id) in p.binders() {
             let Some(s) = self.locals.get(&id).cloned() else { continue };
+            self.check_size(&s.ty, p.span)?;
             let t = self.zonk(&s.ty);
             let mut qs: Vec<(TyVar, Classes)> = Vec::new();
             let pending: Vec<Type> = self.deferred.iter().map(|d| self.zonk(&d.tuple)).collect();
@@ -817,6 +893,7 @@ impl Infer {
             }
             self.locals.insert(id, Scheme { vars: qs, ty: t });
         }
+        Ok(())
     }
 }
 

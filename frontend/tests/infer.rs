@@ -103,3 +103,18 @@ fn mismatch_message() {
     assert_eq!(check("def main = (1.0 + 2.0) + 3"), "main : Real\n");
     assert_eq!(check("def main = if true then 1.0 else false"), "error: type mismatch: expected Real, found Bool");
 }
+
+#[test]
+fn exponential_types_are_refused_not_hung() {
+    let mut src = String::from("def f0 x = (x, x)\n");
+    for i in 1..40 {
+        src.push_str(&format!("def f{i} x = f{} (f{} x)\n", i - 1, i - 1));
+    }
+    assert!(check(&src).starts_with("error: the type of this expression is too large"));
+    let mut src = String::from("def main = let a0 = (1, 1) in\n");
+    for i in 1..60 {
+        src.push_str(&format!("let a{i} = (a{}, a{}) in\n", i - 1, i - 1));
+    }
+    src.push_str("0\n");
+    assert!(check(&src).starts_with("error: the type of this expression is too large"));
+}
