@@ -70,6 +70,9 @@ pub fn default_scheme(s: &Scheme) -> Type {
 
 type Subst = FxHashMap<TyVar, Type>;
 
+/// Monomorphisation can need exponentially many instances; past this many it stops with an error.
+pub const MAX_INSTANCES: usize = 10_000;
+
 struct Mono<'p> {
     program: &'p Program,
     out: Vec<MonoDef>,
@@ -104,6 +107,12 @@ impl<'p> Mono<'p> {
             return Ok(*id);
         }
         let def = self.program.def(d);
+        if self.out.len() >= MAX_INSTANCES {
+            return Err(Diagnostic::error(
+                span,
+                format!("the program needs more than {MAX_INSTANCES} specialisations of its polymorphic definitions"),
+            ));
+        }
         let mut s = Subst::default();
         if !matching(&def.scheme.ty, ty, &mut s) {
             return Err(Diagnostic::error(
