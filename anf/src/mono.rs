@@ -56,7 +56,8 @@ pub fn monomorphise(program: &Program, root: DefId) -> Result<MonoProgram, Diagn
 
 /// Specialises `root` at the given ground instance of its scheme.
 pub fn monomorphise_at(program: &Program, root: DefId, ty: &Type) -> Result<MonoProgram, Diagnostic> {
-    let mut m = Mono { program, out: Vec::new(), instances: FxHashMap::default(), next_local: program.next_local };
+    let mut m =
+        Mono { program, out: Vec::new(), instances: FxHashMap::default(), next_local: program.next_local, nodes: 0 };
     m.instance(root, ty, program.def(root).span)?;
     Ok(MonoProgram { defs: m.out, next_local: m.next_local })
 }
@@ -72,12 +73,16 @@ type Subst = FxHashMap<TyVar, Type>;
 
 /// Monomorphisation can need exponentially many instances; past this many it stops with an error.
 pub const MAX_INSTANCES: usize = 10_000;
+/// The largest monomorphised program, in term nodes.
+pub const MAX_NODES: usize = 4_000_000;
 
 struct Mono<'p> {
     program: &'p Program,
     out: Vec<MonoDef>,
     instances: FxHashMap<(DefId, String), DefId>,
     next_local: u32,
+    /// Nodes made so far (copies of polymorphic code can multiply).
+    nodes: usize,
 }
 
 /// Per-`let` bookkeeping: instances requested of a polymorphic binder while specialising the body.
@@ -154,6 +159,13 @@ impl<'p> Mono<'p> {
     }
 
     fn expr(&mut self, e: &E, s: &Subst, scope: &mut Scope) -> Result<E, Diagnostic> {
+        self.nodes += 1;
+        if self.nodes > MAX_NODES {
+            return Err(Diagnostic::error(
+                e.span,
+                format!("specialising polymorphic definitions would make the program larger than {MAX_NODES} nodes"),
+            ));
+        }
         let ty = self.ty(&e.ty, s);
         let kind = match &e.kind {
             ExprKind::Var(n, VarRef::Global(d)) => {
