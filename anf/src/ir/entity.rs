@@ -197,7 +197,7 @@ mod tests {
         let a = m.push("a");
         let b = m.push("b");
         assert_eq!((a.to_string(), b.to_string()), ("th0".to_string(), "th1".to_string()));
-        assert_eq!(m[b], "b");
+        assert_eq!((m[b], b.as_u32()), ("b", 1));
         assert!(m.is_valid(b) && !m.is_valid(Thing::from_u32(2)));
         assert_eq!(m.keys().collect::<Vec<_>>(), vec![a, b]);
         let mut s: SecondaryMap<Thing, u8> = SecondaryMap::new();
