@@ -244,7 +244,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
             let mut acc = group_zero(it, &gb, span)?;
             for (k, v) in m.sorted() {
                 let y = it.apply_n(&args[2], vec![k.to_value(), v.clone()], span)?;
-                acc = group_op(it, &gb, &acc, &y, span)?;
+                acc = group_op_into(it, &gb, acc, &y, span)?;
             }
             acc
         }
@@ -280,7 +280,7 @@ pub fn fold_bag(it: &mut Interp, g: &Group, f: &Value, b: &Bag, span: Span) -> E
     for (k, n) in b.sorted() {
         let y = it.apply(f, k.to_value(), span)?;
         let y = group_scale(it, g, &y, n, span)?;
-        acc = group_op(it, g, &acc, &y, span)?;
+        acc = group_op_into(it, g, acc, &y, span)?;
     }
     Ok(acc)
 }

@@ -41,6 +41,37 @@ pub fn group_op(it: &mut Interp, g: &Group, a: &Value, b: &Value, span: Span) ->
     })
 }
 
+/// `a · b`, consuming `a`: a bag or map held only here is updated in place, so a fold that
+/// accumulates into `bagGroup` or `mapGroup g` costs the size of what it adds, not of the
+/// accumulator.
+pub fn group_op_into(it: &mut Interp, g: &Group, a: Value, b: &Value, span: Span) -> EvalResult {
+    match (g, a, b) {
+        (Group::Bag, Value::Bag(mut x), Value::Bag(y)) => {
+            let bx = Rc::make_mut(&mut x);
+            for (k, n) in y.entries.iter() {
+                bx.insert(k.clone(), *n);
+            }
+            Ok(Value::Bag(x))
+        }
+        (Group::Map(inner), Value::Map(mut x), Value::Map(y)) => {
+            let zero = group_zero(it, inner, span)?;
+            let mx = Rc::make_mut(&mut x);
+            for (k, v) in y.entries.iter() {
+                let combined = match mx.entries.remove(k) {
+                    Some(w) => group_op_into(it, inner, w, v, span)?,
+                    None => v.clone(),
+                };
+                // A key whose value becomes the group's zero disappears.
+                if !combined.equals(&zero) {
+                    mx.entries.insert(k.clone(), combined);
+                }
+            }
+            Ok(Value::Map(x))
+        }
+        (_, a, b) => group_op(it, g, &a, b, span),
+    }
+}
+
 /// The group's inverse `a⁻¹`.
 pub fn group_inverse(it: &mut Interp, g: &Group, a: &Value, span: Span) -> EvalResult {
     Ok(match (g, a) {
@@ -109,7 +140,7 @@ pub fn group_scale(it: &mut Interp, g: &Group, a: &Value, m: i64, span: Span) ->
             let mut n = m.unsigned_abs();
             while n > 0 {
                 if n & 1 == 1 {
-                    acc = group_op(it, g, &acc, &base, span)?;
+                    acc = group_op_into(it, g, acc, &base, span)?;
                 }
                 n >>= 1;
                 if n > 0 {

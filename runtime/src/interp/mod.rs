@@ -14,7 +14,7 @@ use frontend::syntax::*;
 use frontend::types::Type;
 use frontend::{Diagnostic, Span};
 
-pub use groups::{group_inverse, group_op, group_scale, group_zero};
+pub use groups::{group_inverse, group_op, group_op_into, group_scale, group_zero};
 
 use crate::value::*;
 
