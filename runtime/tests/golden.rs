@@ -33,7 +33,8 @@ fn golden_examples() {
 }
 
 fn examples_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("examples")
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("examples");
+    dir.canonicalize().unwrap_or(dir)
 }
 
 fn nbl_files(dir: &Path) -> Vec<PathBuf> {
@@ -176,12 +177,12 @@ fn diff(a: &str, b: &str) -> String {
             out.push_str(&format!("  {}\n", a[i]));
             i += 1;
             j += 1;
-        } else if j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j]) {
-            out.push_str(&format!("+ {}\n", b[j]));
-            j += 1;
-        } else {
+        } else if i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1]) {
             out.push_str(&format!("- {}\n", a[i]));
             i += 1;
+        } else {
+            out.push_str(&format!("+ {}\n", b[j]));
+            j += 1;
         }
     }
     out
