@@ -43,9 +43,10 @@ mod tests;
 
 use std::fmt;
 
-use entity::{entity, PrimaryMap};
+use entity::entity;
 
 pub use builder::Builder;
+pub use entity::{EntityRef, PrimaryMap, SecondaryMap};
 pub use parse::{parse, ParseError};
 pub use print::{print, print_function};
 pub use verify::{verify, VerifyError, VerifyErrorKind};

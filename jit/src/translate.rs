@@ -1,0 +1,686 @@
+//! Translation of one verified IR function (or one entry trampoline) into Cranelift IR.
+//!
+//! IR blocks map one-to-one onto Cranelift blocks with block parameters; IR values map onto
+//! Cranelift values directly (the IR is already SSA, so no `Variable`s). Blocks are translated in
+//! reverse postorder so every definition is translated before its uses; unreachable blocks are
+//! dropped. Failure paths (bounds checks, division by zero, traps, failed callees) go to cold
+//! blocks that record the error and return at once.
+
+use anf::ir::{self, EntityRef as _};
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::immediates::Ieee64;
+use cranelift_codegen::ir::{
+    self as cl, types, AbiParam, BlockArg, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind,
+};
+use cranelift_codegen::isa::CallConv;
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch};
+use cranelift_jit::JITModule;
+use cranelift_module::{FuncId as ClFuncId, Module as _};
+use rustc_hash::FxHashMap;
+
+use crate::abi::{CTX_ALLOC_END, CTX_ALLOC_PTR, CTX_STATUS};
+
+/// Results returned in registers; more go through a hidden out-pointer (Cranelift cannot return
+/// more than two integer values in registers).
+pub(crate) const MAX_REG_RETS: usize = 2;
+
+/// What translating a function needs to know about the rest of the module.
+pub(crate) struct ModuleEnv<'a> {
+    pub ir: &'a ir::Module,
+    /// Cranelift ids of the IR functions, by `FuncId` index.
+    pub funcs: &'a [ClFuncId],
+    /// Cranelift ids of the imported support functions, by `ExtFuncId` index.
+    pub externs: &'a [ClFuncId],
+    pub trap_fn: Option<ClFuncId>,
+    pub alloc_fn: Option<ClFuncId>,
+    /// Whether each function may fail (so its callers check `status` after the call).
+    pub may_fail: &'a [bool],
+}
+
+/// The Cranelift type of an IR word.
+pub(crate) fn cl_type(t: ir::Type) -> cl::Type {
+    match t {
+        ir::Type::I64 | ir::Type::Ptr => types::I64,
+        ir::Type::F64 => types::F64,
+        ir::Type::Bool => types::I8,
+    }
+}
+
+/// Does a function with this signature return through a hidden out-pointer?
+pub(crate) fn uses_out_ptr(sig: &ir::Signature) -> bool {
+    sig.rets.len() > MAX_REG_RETS
+}
+
+/// The machine signature of an IR function: `(ctx, [out,] params...) -> rets` (rets only if few).
+pub(crate) fn cl_signature(sig: &ir::Signature, call_conv: CallConv) -> cl::Signature {
+    let mut s = cl::Signature::new(call_conv);
+    s.params.push(AbiParam::new(types::I64));
+    if uses_out_ptr(sig) {
+        s.params.push(AbiParam::new(types::I64));
+    }
+    s.params.extend(sig.params.iter().map(|t| AbiParam::new(cl_type(*t))));
+    if !uses_out_ptr(sig) {
+        s.returns.extend(sig.rets.iter().map(|t| AbiParam::new(cl_type(*t))));
+    }
+    s
+}
+
+/// The machine signature of a support function: `(ctx, params...) -> ret`.
+pub(crate) fn cl_support_signature(sig: &ir::Signature, call_conv: CallConv) -> cl::Signature {
+    let mut s = cl::Signature::new(call_conv);
+    s.params.push(AbiParam::new(types::I64));
+    s.params.extend(sig.params.iter().map(|t| AbiParam::new(cl_type(*t))));
+    s.returns.extend(sig.rets.iter().map(|t| AbiParam::new(cl_type(*t))));
+    s
+}
+
+/// The signature of entry trampolines: `extern "C" fn(ctx, args: *const Word, rets: *mut Word)`.
+pub(crate) fn entry_signature(call_conv: CallConv) -> cl::Signature {
+    let mut s = cl::Signature::new(call_conv);
+    s.params.extend([AbiParam::new(types::I64); 3]);
+    s
+}
+
+/// Memory accesses the IR makes are to aligned, valid arena or context memory.
+fn flags() -> MemFlagsData {
+    MemFlagsData::trusted()
+}
+
+/// Loads one 8-byte memory slot as an IR word (a `bool` slot holds the `i64` 0 or 1).
+fn load_slot(b: &mut FunctionBuilder, ty: ir::Type, p: cl::Value, offset: i32) -> cl::Value {
+    match ty {
+        ir::Type::Bool => {
+            let w = b.ins().load(types::I64, flags(), p, offset);
+            b.ins().ireduce(types::I8, w)
+        }
+        _ => b.ins().load(cl_type(ty), flags(), p, offset),
+    }
+}
+
+/// Stores an IR word into one 8-byte memory slot.
+fn store_slot(b: &mut FunctionBuilder, ty: ir::Type, v: cl::Value, p: cl::Value, offset: i32) {
+    let v = if ty == ir::Type::Bool { b.ins().uextend(types::I64, v) } else { v };
+    b.ins().store(flags(), v, p, offset);
+}
+
+/// A failure site whose cold block is filled in after the function body.
+struct PendingTrap {
+    block: cl::Block,
+    code: ir::TrapCode,
+    a: cl::Value,
+    b: cl::Value,
+}
+
+/// Translates one IR function at a time into a Cranelift function.
+struct Translator<'a, 'b> {
+    b: FunctionBuilder<'b>,
+    module: &'a mut JITModule,
+    env: &'a ModuleEnv<'a>,
+    irf: &'a ir::Function,
+    values: Vec<Option<cl::Value>>,
+    blocks: Vec<Option<cl::Block>>,
+    ctx: cl::Value,
+    out: Option<cl::Value>,
+    err_block: Option<cl::Block>,
+    traps: Vec<PendingTrap>,
+    func_refs: FxHashMap<ClFuncId, cl::FuncRef>,
+    /// Where callees that return through an out-pointer put their results.
+    ret_slot: Option<cl::StackSlot>,
+}
+
+/// Translates `irf` into `func` (whose signature must already be set).
+pub(crate) fn translate_function(
+    module: &mut JITModule,
+    env: &ModuleEnv,
+    irf: &ir::Function,
+    func: &mut cl::Function,
+    fctx: &mut FunctionBuilderContext,
+) -> Result<(), String> {
+    let mut b = FunctionBuilder::new(func, fctx);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let params = b.block_params(entry).to_vec();
+    let ctx = params[0];
+    let out = uses_out_ptr(&irf.sig).then(|| params[1]);
+    let mut t = Translator {
+        b,
+        module,
+        env,
+        irf,
+        values: vec![None; irf.values.len()],
+        blocks: vec![None; irf.blocks.len()],
+        ctx,
+        out,
+        err_block: None,
+        traps: Vec::new(),
+        func_refs: FxHashMap::default(),
+        ret_slot: None,
+    };
+    let ir_entry = irf.entry().ok_or("function has no entry block")?;
+    let first_param = if out.is_some() { 2 } else { 1 };
+    for (i, &v) in irf.blocks[ir_entry].params.iter().enumerate() {
+        let p = *params.get(first_param + i).ok_or("entry block has more parameters than the signature")?;
+        t.values[v.index()] = Some(p);
+    }
+    t.blocks[ir_entry.index()] = Some(entry);
+    t.create_slot();
+    let order = ir::cfg::reverse_postorder(irf);
+    for &blk in &order[1..] {
+        let cb = t.b.create_block();
+        for &p in &irf.blocks[blk].params {
+            let v = t.b.append_block_param(cb, cl_type(irf.values[p].ty));
+            t.values[p.index()] = Some(v);
+        }
+        t.blocks[blk.index()] = Some(cb);
+    }
+    for (i, &blk) in order.iter().enumerate() {
+        if i > 0 {
+            let cb = t.block(blk)?;
+            t.b.switch_to_block(cb);
+        }
+        for &inst in &irf.blocks[blk].insts {
+            t.inst(inst)?;
+        }
+    }
+    t.finish_cold_blocks();
+    t.b.seal_all_blocks();
+    let config = t.module.target_config();
+    t.b.finalize(config);
+    Ok(())
+}
+
+impl<'a, 'b> Translator<'a, 'b> {
+    /// The Cranelift value of `v`.
+    fn v(&self, v: ir::Value) -> Result<cl::Value, String> {
+        self.values.get(v.index()).copied().flatten().ok_or_else(|| format!("{v} used before it is translated"))
+    }
+
+    /// The Cranelift values of `vs`.
+    fn vs(&self, vs: &[ir::Value]) -> Result<Vec<cl::Value>, String> {
+        vs.iter().map(|v| self.v(*v)).collect()
+    }
+
+    /// The Cranelift block of `blk`.
+    fn block(&self, blk: ir::Block) -> Result<cl::Block, String> {
+        self.blocks.get(blk.index()).copied().flatten().ok_or_else(|| format!("{blk} is not translated"))
+    }
+
+    /// Binds `v` to `x`.
+    fn def(&mut self, v: ir::Value, x: cl::Value) {
+        self.values[v.index()] = Some(x);
+    }
+
+    /// Binds the single result of `inst` to `x`.
+    fn def1(&mut self, inst: ir::Inst, x: cl::Value) -> Result<(), String> {
+        let r = *self.irf.insts[inst].results.first().ok_or("instruction without its result")?;
+        self.def(r, x);
+        Ok(())
+    }
+
+    /// The block arguments of an IR branch target.
+    fn block_call(&self, bc: &ir::BlockCall) -> Result<(cl::Block, Vec<BlockArg>), String> {
+        let args = bc.args.iter().map(|a| self.v(*a).map(BlockArg::Value)).collect::<Result<_, _>>()?;
+        Ok((self.block(bc.block)?, args))
+    }
+
+    /// A reference to Cranelift function `id` usable in this function.
+    fn func_ref(&mut self, id: ClFuncId) -> cl::FuncRef {
+        if let Some(r) = self.func_refs.get(&id) {
+            return *r;
+        }
+        let r = self.module.declare_func_in_func(id, self.b.func);
+        self.func_refs.insert(id, r);
+        r
+    }
+
+    /// One stack slot big enough for the out-pointer results of every call in the function.
+    fn create_slot(&mut self) {
+        let mut words = 0;
+        for data in self.irf.insts.values() {
+            if let ir::Op::Call(f, _) = &data.op {
+                if let Some(g) = self.env.ir.funcs.get(*f) {
+                    if uses_out_ptr(&g.sig) {
+                        words = words.max(g.sig.rets.len());
+                    }
+                }
+            }
+        }
+        if words > 0 {
+            let data = StackSlotData::new(StackSlotKind::ExplicitSlot, 8 * words as u32, 3);
+            self.ret_slot = Some(self.b.create_sized_stack_slot(data));
+        }
+    }
+
+    /// The block that returns at once after a failure (filled in at the end).
+    fn err_block(&mut self) -> cl::Block {
+        match self.err_block {
+            Some(b) => b,
+            None => {
+                let b = self.b.create_block();
+                self.b.set_cold_block(b);
+                self.err_block = Some(b);
+                b
+            }
+        }
+    }
+
+    /// Continues in a fresh block unless `fail` holds, in which case the call traps with `code`.
+    fn trap_if(&mut self, fail: cl::Value, code: ir::TrapCode, a: cl::Value, b: cl::Value) {
+        let block = self.b.create_block();
+        self.b.set_cold_block(block);
+        let cont = self.b.create_block();
+        self.b.ins().brif(fail, block, &[], cont, &[]);
+        self.b.switch_to_block(cont);
+        self.traps.push(PendingTrap { block, code, a, b });
+    }
+
+    /// After a call that may fail: unwind if `status` is set.
+    fn check_status(&mut self) {
+        let st = self.b.ins().load(types::I64, flags(), self.ctx, CTX_STATUS);
+        let err = self.err_block();
+        let cont = self.b.create_block();
+        self.b.ins().brif(st, err, &[], cont, &[]);
+        self.b.switch_to_block(cont);
+    }
+
+    /// Records the trap in `status`, calls `nabla_trap`, and returns.
+    fn emit_trap(&mut self, code: ir::TrapCode, a: cl::Value, b: cl::Value) -> Result<(), String> {
+        let c = self.b.ins().iconst(types::I64, code.code());
+        self.b.ins().store(flags(), c, self.ctx, CTX_STATUS);
+        let trap = self.env.trap_fn.ok_or("module traps but has no trap function")?;
+        let r = self.func_ref(trap);
+        self.b.ins().call(r, &[self.ctx, c, a, b]);
+        let err = self.err_block();
+        self.b.ins().jump(err, &[]);
+        Ok(())
+    }
+
+    /// Fills the cold blocks: each pending trap, then the shared early return.
+    fn finish_cold_blocks(&mut self) {
+        for t in std::mem::take(&mut self.traps) {
+            self.b.switch_to_block(t.block);
+            // Cannot fail: `trap_fn` was checked before any trap block was made.
+            if self.emit_trap(t.code, t.a, t.b).is_err() {
+                self.b.ins().return_(&[]);
+            }
+        }
+        if let Some(err) = self.err_block {
+            self.b.switch_to_block(err);
+            let mut zeros = Vec::new();
+            if self.out.is_none() {
+                for t in &self.irf.sig.rets {
+                    zeros.push(match t {
+                        ir::Type::F64 => self.b.ins().f64const(0.0),
+                        t => self.b.ins().iconst(cl_type(*t), 0),
+                    });
+                }
+            }
+            self.b.ins().return_(&zeros);
+        }
+    }
+
+    /// Bump-allocates `bytes` (an 8-multiple `i64`) from the arena; the slow path calls the runtime.
+    fn alloc(&mut self, bytes: cl::Value) -> Result<cl::Value, String> {
+        let p = self.b.ins().load(types::I64, flags(), self.ctx, CTX_ALLOC_PTR);
+        let end = self.b.ins().load(types::I64, flags(), self.ctx, CTX_ALLOC_END);
+        let avail = self.b.ins().isub(end, p);
+        let fits = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, avail, bytes);
+        let fast = self.b.create_block();
+        let slow = self.b.create_block();
+        self.b.set_cold_block(slow);
+        let join = self.b.create_block();
+        let result = self.b.append_block_param(join, types::I64);
+        self.b.ins().brif(fits, fast, &[], slow, &[]);
+        self.b.switch_to_block(fast);
+        let np = self.b.ins().iadd(p, bytes);
+        self.b.ins().store(flags(), np, self.ctx, CTX_ALLOC_PTR);
+        self.b.ins().jump(join, &[BlockArg::Value(p)]);
+        self.b.switch_to_block(slow);
+        let alloc = self.env.alloc_fn.ok_or("module allocates but has no allocation function")?;
+        let r = self.func_ref(alloc);
+        let call = self.b.ins().call(r, &[self.ctx, bytes]);
+        let q = self.b.inst_results(call)[0];
+        self.check_status();
+        self.b.ins().jump(join, &[BlockArg::Value(q)]);
+        self.b.switch_to_block(join);
+        Ok(result)
+    }
+
+    /// Translates one instruction.
+    fn inst(&mut self, inst: ir::Inst) -> Result<(), String> {
+        let data = &self.irf.insts[inst];
+        match &data.op {
+            ir::Op::Iconst(n) => {
+                let x = self.b.ins().iconst(types::I64, *n);
+                self.def1(inst, x)?;
+            }
+            ir::Op::Fconst(bits) => {
+                let x = self.b.ins().f64const(Ieee64::with_bits(*bits));
+                self.def1(inst, x)?;
+            }
+            ir::Op::Bconst(v) => {
+                let x = self.b.ins().iconst(types::I8, *v as i64);
+                self.def1(inst, x)?;
+            }
+            ir::Op::Null => {
+                let x = self.b.ins().iconst(types::I64, 0);
+                self.def1(inst, x)?;
+            }
+            ir::Op::TagConst(t) => {
+                let x = self.b.ins().iconst(types::I64, t.index() as i64);
+                self.def1(inst, x)?;
+            }
+            ir::Op::Unary(op, a) => {
+                let a = self.v(*a)?;
+                let ins = self.b.ins();
+                let x = match op {
+                    ir::UnaryOp::Ineg => ins.ineg(a),
+                    ir::UnaryOp::Fneg => ins.fneg(a),
+                    ir::UnaryOp::Fabs => ins.fabs(a),
+                    ir::UnaryOp::Fsqrt => ins.sqrt(a),
+                    ir::UnaryOp::Not => ins.bxor_imm_u(a, 1),
+                    ir::UnaryOp::Itof => ins.fcvt_from_sint(types::F64, a),
+                    ir::UnaryOp::Btoi => ins.uextend(types::I64, a),
+                };
+                self.def1(inst, x)?;
+            }
+            ir::Op::Binary(op, x, y) => {
+                let (x, y) = (self.v(*x)?, self.v(*y)?);
+                let r = match op {
+                    ir::BinaryOp::Sdiv | ir::BinaryOp::Srem => self.checked_div(*op, x, y),
+                    _ => {
+                        let ins = self.b.ins();
+                        match op {
+                            ir::BinaryOp::Iadd => ins.iadd(x, y),
+                            ir::BinaryOp::Isub => ins.isub(x, y),
+                            ir::BinaryOp::Imul => ins.imul(x, y),
+                            ir::BinaryOp::Fadd => ins.fadd(x, y),
+                            ir::BinaryOp::Fsub => ins.fsub(x, y),
+                            ir::BinaryOp::Fmul => ins.fmul(x, y),
+                            ir::BinaryOp::Fdiv => ins.fdiv(x, y),
+                            ir::BinaryOp::And => ins.band(x, y),
+                            ir::BinaryOp::Or => ins.bor(x, y),
+                            ir::BinaryOp::Xor => ins.bxor(x, y),
+                            ir::BinaryOp::Sdiv | ir::BinaryOp::Srem => unreachable!("handled above"),
+                        }
+                    }
+                };
+                self.def1(inst, r)?;
+            }
+            ir::Op::Icmp(c, x, y) => {
+                let (x, y) = (self.v(*x)?, self.v(*y)?);
+                let cc = match c {
+                    ir::Cmp::Eq => IntCC::Equal,
+                    ir::Cmp::Ne => IntCC::NotEqual,
+                    ir::Cmp::Lt => IntCC::SignedLessThan,
+                    ir::Cmp::Le => IntCC::SignedLessThanOrEqual,
+                    ir::Cmp::Gt => IntCC::SignedGreaterThan,
+                    ir::Cmp::Ge => IntCC::SignedGreaterThanOrEqual,
+                };
+                let r = self.b.ins().icmp(cc, x, y);
+                self.def1(inst, r)?;
+            }
+            ir::Op::Fcmp(c, x, y) => {
+                let (x, y) = (self.v(*x)?, self.v(*y)?);
+                let cc = match c {
+                    ir::Cmp::Eq => FloatCC::Equal,
+                    ir::Cmp::Ne => FloatCC::NotEqual,
+                    ir::Cmp::Lt => FloatCC::LessThan,
+                    ir::Cmp::Le => FloatCC::LessThanOrEqual,
+                    ir::Cmp::Gt => FloatCC::GreaterThan,
+                    ir::Cmp::Ge => FloatCC::GreaterThanOrEqual,
+                };
+                let r = self.b.ins().fcmp(cc, x, y);
+                self.def1(inst, r)?;
+            }
+            ir::Op::Select(c, x, y) => {
+                let (c, x, y) = (self.v(*c)?, self.v(*x)?, self.v(*y)?);
+                let r = self.b.ins().select(c, x, y);
+                self.def1(inst, r)?;
+            }
+            ir::Op::Load(ty, p, off) => {
+                let p = self.v(*p)?;
+                let r = load_slot(&mut self.b, *ty, p, *off);
+                self.def1(inst, r)?;
+            }
+            ir::Op::Store(v, p, off) => {
+                let ty = self.irf.values[*v].ty;
+                let (v, p) = (self.v(*v)?, self.v(*p)?);
+                store_slot(&mut self.b, ty, v, p, *off);
+            }
+            ir::Op::Alloc(n) => {
+                let bytes = self.b.ins().iconst(types::I64, (*n as i64 + 7) & !7);
+                let r = self.alloc(bytes)?;
+                self.def1(inst, r)?;
+            }
+            ir::Op::NewArray(len, stride) => {
+                let len = self.v(*len)?;
+                let r = self.new_array(len, *stride)?;
+                self.def1(inst, r)?;
+            }
+            ir::Op::ArrayLen(a) => {
+                let a = self.v(*a)?;
+                let r = self.b.ins().load(types::I64, flags(), a, 0);
+                self.def1(inst, r)?;
+            }
+            ir::Op::ElemAddr(a, i, stride) => {
+                let (a, i) = (self.v(*a)?, self.v(*i)?);
+                let s = self.b.ins().iconst(types::I64, *stride as i64);
+                let off = self.b.ins().imul(i, s);
+                let base = self.b.ins().iadd(a, off);
+                let h = self.b.ins().iconst(types::I64, ir::ARRAY_HEADER as i64);
+                let r = self.b.ins().iadd(base, h);
+                self.def1(inst, r)?;
+            }
+            ir::Op::BoundsCheck(i, n) => {
+                let (i, n) = (self.v(*i)?, self.v(*n)?);
+                // Unsigned comparison also catches negative indices.
+                let oob = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, n);
+                self.trap_if(oob, ir::TrapCode::IndexOutOfBounds, i, n);
+            }
+            ir::Op::Call(f, args) => self.call(inst, *f, args)?,
+            ir::Op::CallExt(e, args) => {
+                let ext = &self.env.ir.externs[*e];
+                let mut cargs = vec![self.ctx];
+                cargs.extend(self.vs(args)?);
+                let id = *self.env.externs.get(e.index()).ok_or("extern not declared")?;
+                let r = self.func_ref(id);
+                let call = self.b.ins().call(r, &cargs);
+                let results = self.b.inst_results(call).to_vec();
+                if ext.fallible {
+                    self.check_status();
+                }
+                for (v, x) in self.irf.insts[inst].results.iter().zip(results) {
+                    self.def(*v, x);
+                }
+            }
+            ir::Op::Jump(bc) => {
+                let (blk, args) = self.block_call(bc)?;
+                self.b.ins().jump(blk, &args);
+            }
+            ir::Op::Brif(c, t, e) => {
+                let c = self.v(*c)?;
+                let (tb, targs) = self.block_call(t)?;
+                let (eb, eargs) = self.block_call(e)?;
+                self.b.ins().brif(c, tb, &targs, eb, &eargs);
+            }
+            ir::Op::Switch(v, cases) => self.switch(*v, cases)?,
+            ir::Op::Return(vs) => {
+                let vals = self.vs(vs)?;
+                match self.out {
+                    Some(out) => {
+                        for (i, (x, t)) in vals.iter().zip(&self.irf.sig.rets).enumerate() {
+                            store_slot(&mut self.b, *t, *x, out, 8 * i as i32);
+                        }
+                        self.b.ins().return_(&[]);
+                    }
+                    None => {
+                        self.b.ins().return_(&vals);
+                    }
+                }
+            }
+            ir::Op::Trap(code, a, b) => {
+                let (a, b) = (self.v(*a)?, self.v(*b)?);
+                self.emit_trap(*code, a, b)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `sdiv`/`srem` that fail cleanly on a zero divisor and wrap on `i64::MIN / -1`.
+    fn checked_div(&mut self, op: ir::BinaryOp, x: cl::Value, y: cl::Value) -> cl::Value {
+        let zero = self.b.ins().iconst(types::I64, 0);
+        let is_zero = self.b.ins().icmp(IntCC::Equal, y, zero);
+        self.trap_if(is_zero, ir::TrapCode::DivisionByZero, x, y);
+        let minus_one = self.b.ins().iconst(types::I64, -1);
+        let is_m1 = self.b.ins().icmp(IntCC::Equal, y, minus_one);
+        let one = self.b.ins().iconst(types::I64, 1);
+        let safe = self.b.ins().select(is_m1, one, y);
+        if op == ir::BinaryOp::Sdiv {
+            let q = self.b.ins().sdiv(x, safe);
+            let neg = self.b.ins().ineg(x);
+            self.b.ins().select(is_m1, neg, q)
+        } else {
+            let r = self.b.ins().srem(x, safe);
+            let zero = self.b.ins().iconst(types::I64, 0);
+            self.b.ins().select(is_m1, zero, r)
+        }
+    }
+
+    /// A fresh array: checks the length, allocates header plus elements, stores the length.
+    fn new_array(&mut self, len: cl::Value, stride: u32) -> Result<cl::Value, String> {
+        let zero = self.b.ins().iconst(types::I64, 0);
+        let negative = self.b.ins().icmp(IntCC::SignedLessThan, len, zero);
+        self.trap_if(negative, ir::TrapCode::NegativeLength, len, zero);
+        let header = ir::ARRAY_HEADER as i64;
+        let bytes = if stride == 0 {
+            self.b.ins().iconst(types::I64, header)
+        } else {
+            // Refuse lengths whose size overflows before multiplying.
+            let max_len = (i64::MAX - header - 7) / stride as i64;
+            let limit = self.b.ins().iconst(types::I64, max_len);
+            let too_big = self.b.ins().icmp(IntCC::SignedGreaterThan, len, limit);
+            let huge = self.b.ins().iconst(types::I64, i64::MAX);
+            self.trap_if(too_big, ir::TrapCode::OutOfMemory, huge, len);
+            let s = self.b.ins().iconst(types::I64, stride as i64);
+            let body = self.b.ins().imul(len, s);
+            let plus = self.b.ins().iconst(types::I64, header + 7);
+            let padded = self.b.ins().iadd(body, plus);
+            let mask = self.b.ins().iconst(types::I64, !7);
+            self.b.ins().band(padded, mask)
+        };
+        let p = self.alloc(bytes)?;
+        self.b.ins().store(flags(), len, p, 0);
+        Ok(p)
+    }
+
+    /// A call of an IR function: `ctx` first, results in registers or through the stack slot.
+    fn call(&mut self, inst: ir::Inst, f: ir::FuncId, args: &[ir::Value]) -> Result<(), String> {
+        let callee = self.env.ir.funcs.get(f).ok_or("call of unknown function")?;
+        let id = *self.env.funcs.get(f.index()).ok_or("function not declared")?;
+        let mut cargs = vec![self.ctx];
+        let slot = if uses_out_ptr(&callee.sig) {
+            let slot = self.ret_slot.ok_or("no return slot")?;
+            let addr = self.b.ins().stack_addr(types::I64, slot, 0);
+            cargs.push(addr);
+            Some(addr)
+        } else {
+            None
+        };
+        cargs.extend(self.vs(args)?);
+        let r = self.func_ref(id);
+        let call = self.b.ins().call(r, &cargs);
+        let mut results = self.b.inst_results(call).to_vec();
+        if self.env.may_fail[f.index()] {
+            self.check_status();
+        }
+        if let Some(addr) = slot {
+            results = callee
+                .sig
+                .rets
+                .iter()
+                .enumerate()
+                .map(|(i, t)| load_slot(&mut self.b, *t, addr, 8 * i as i32))
+                .collect();
+        }
+        for (v, x) in self.irf.insts[inst].results.iter().zip(results) {
+            self.def(*v, x);
+        }
+        Ok(())
+    }
+
+    /// A switch over closure tags; the last case doubles as the default (tags come only from IR).
+    fn switch(&mut self, v: ir::Value, cases: &[(ir::TagId, ir::BlockCall)]) -> Result<(), String> {
+        let v = self.v(v)?;
+        let mut targets = Vec::new();
+        let mut trampolines = Vec::new();
+        for (_, bc) in cases {
+            let (blk, args) = self.block_call(bc)?;
+            if args.is_empty() {
+                targets.push(blk);
+            } else {
+                // A switch cannot pass block arguments: go through a block that jumps with them.
+                let t = self.b.create_block();
+                targets.push(t);
+                trampolines.push((t, blk, args));
+            }
+        }
+        match targets.as_slice() {
+            [] => return Err("switch without cases".into()),
+            [only] => {
+                self.b.ins().jump(*only, &[]);
+            }
+            _ => {
+                let mut sw = Switch::new();
+                let default = targets[targets.len() - 1];
+                for ((tag, _), t) in cases.iter().zip(&targets).take(targets.len() - 1) {
+                    sw.set_entry(tag.index() as u128, *t);
+                }
+                sw.emit(&mut self.b, v, default);
+            }
+        }
+        for (t, blk, args) in trampolines {
+            self.b.switch_to_block(t);
+            self.b.ins().jump(blk, &args);
+        }
+        Ok(())
+    }
+}
+
+/// Builds the entry trampoline `fn(ctx, args, rets)` that unpacks words, calls `callee` and packs
+/// its results.
+pub(crate) fn translate_entry(
+    module: &mut JITModule,
+    callee: ClFuncId,
+    sig: &ir::Signature,
+    func: &mut cl::Function,
+    fctx: &mut FunctionBuilderContext,
+) {
+    let mut b = FunctionBuilder::new(func, fctx);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let (ctx, args, rets) = {
+        let p = b.block_params(entry);
+        (p[0], p[1], p[2])
+    };
+    let mut cargs = vec![ctx];
+    if uses_out_ptr(sig) {
+        cargs.push(rets);
+    }
+    for (i, t) in sig.params.iter().enumerate() {
+        cargs.push(load_slot(&mut b, *t, args, 8 * i as i32));
+    }
+    let r = module.declare_func_in_func(callee, b.func);
+    let call = b.ins().call(r, &cargs);
+    if !uses_out_ptr(sig) {
+        let results = b.inst_results(call).to_vec();
+        for (i, (x, t)) in results.iter().zip(&sig.rets).enumerate() {
+            store_slot(&mut b, *t, *x, rets, 8 * i as i32);
+        }
+    }
+    b.ins().return_(&[]);
+    b.seal_all_blocks();
+    b.finalize(module.target_config());
+}

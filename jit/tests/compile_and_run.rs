@@ -1,0 +1,619 @@
+//! Compile-and-run tests of the JIT over hand-written IR, with a small test runtime providing the
+//! support functions (the real ones live in `runtime::native`).
+
+use anf::ir::{self, parse, FuncId, TrapCode, Type};
+use jit::{CallError, CtxHeader, Jit, JitConfig, JitError, SupportTable, Word, ALLOC_SYMBOL, TRAP_SYMBOL};
+
+/// A minimal call context: the header, arena chunks, and what the last trap reported.
+#[repr(C)]
+struct TestCtx {
+    header: CtxHeader,
+    chunks: Vec<Vec<u64>>,
+    /// Total bytes the slow path may hand out.
+    limit: usize,
+    allocated: usize,
+    trap: Option<(i64, i64, i64)>,
+    slow_allocs: usize,
+}
+
+impl TestCtx {
+    /// A context whose first allocation goes to the slow path.
+    fn new(limit: usize) -> Box<TestCtx> {
+        Box::new(TestCtx {
+            header: CtxHeader::empty(),
+            chunks: Vec::new(),
+            limit,
+            allocated: 0,
+            trap: None,
+            slow_allocs: 0,
+        })
+    }
+
+    fn header(&mut self) -> *mut CtxHeader {
+        &mut self.header
+    }
+}
+
+/// Records the trap (the generated code has set `status` already).
+unsafe extern "C" fn test_trap(ctx: *mut CtxHeader, code: i64, a: i64, b: i64) {
+    let ctx = &mut *(ctx as *mut TestCtx);
+    ctx.trap = Some((code, a, b));
+}
+
+/// Slow path: a fresh chunk of at least 256 bytes, or an out-of-memory failure.
+unsafe extern "C" fn test_alloc(ctx: *mut CtxHeader, bytes: i64) -> *mut u8 {
+    let ctx = &mut *(ctx as *mut TestCtx);
+    ctx.slow_allocs += 1;
+    let bytes = bytes as usize;
+    if ctx.allocated.saturating_add(bytes) > ctx.limit {
+        ctx.header.status = TrapCode::OutOfMemory.code();
+        ctx.trap = Some((TrapCode::OutOfMemory.code(), bytes as i64, 0));
+        return std::ptr::null_mut();
+    }
+    ctx.allocated += bytes;
+    let words = bytes.div_ceil(8).max(32);
+    let mut chunk = vec![0u64; words];
+    let start = chunk.as_mut_ptr() as *mut u8;
+    ctx.header.alloc_ptr = start.add(bytes.div_ceil(8) * 8);
+    ctx.header.alloc_end = start.add(words * 8);
+    ctx.chunks.push(chunk);
+    start
+}
+
+unsafe extern "C" fn test_sin(_ctx: *mut CtxHeader, x: f64) -> f64 {
+    x.sin()
+}
+
+/// A fallible support function: fails (status 100) on a negative argument.
+unsafe extern "C" fn test_checked_sqrt(ctx: *mut CtxHeader, x: f64) -> f64 {
+    if x < 0.0 {
+        (*ctx).status = 100;
+        return 0.0;
+    }
+    x.sqrt()
+}
+
+/// The test runtime's support table.
+fn table() -> SupportTable {
+    let mut t = SupportTable::new();
+    t.add(TRAP_SYMBOL, test_trap as *const u8, &[Type::I64, Type::I64, Type::I64], &[], false);
+    t.add(ALLOC_SYMBOL, test_alloc as *const u8, &[Type::I64], &[Type::Ptr], true);
+    t.add("test_sin", test_sin as *const u8, &[Type::F64], &[Type::F64], false);
+    t.add("test_checked_sqrt", test_checked_sqrt as *const u8, &[Type::F64], &[Type::F64], true);
+    t
+}
+
+fn jit() -> Jit {
+    Jit::new(JitConfig::default(), table()).expect("host ISA")
+}
+
+/// Parses and compiles `text` with an entry for every function.
+fn compile(jit: &mut Jit, text: &str) -> (ir::Module, jit::CompiledModule) {
+    let m = parse(text).unwrap_or_else(|e| panic!("{e}"));
+    let all: Vec<FuncId> = m.funcs.keys().collect();
+    let c = jit.compile(&m, &all).unwrap_or_else(|e| panic!("{e}"));
+    (m, c)
+}
+
+/// Calls function `name` of a compiled module.
+fn call(
+    m: &ir::Module,
+    c: &jit::CompiledModule,
+    ctx: &mut TestCtx,
+    name: &str,
+    args: &[Word],
+) -> Result<Vec<Word>, CallError> {
+    let f = m.func_by_name(name).unwrap();
+    unsafe { c.entry(f).unwrap().call(ctx.header(), args) }
+}
+
+#[test]
+fn straight_line_arithmetic() {
+    let mut j = jit();
+    let (m, c) = compile(
+        &mut j,
+        "\
+fn @poly(f64, f64) -> f64 {
+b0(v0: f64, v1: f64):
+    v2 = fmul v0, v0
+    v3 = fconst 2.0
+    v4 = fmul v3, v1
+    v5 = fadd v2, v4
+    v6 = fsqrt v5
+    return v6
+}
+",
+    );
+    let mut ctx = TestCtx::new(0);
+    let r = call(&m, &c, &mut ctx, "poly", &[Word::from_f64(3.0), Word::from_f64(8.0)]).unwrap();
+    assert_eq!(r[0].as_f64(), 5.0);
+}
+
+/// Sums `0 + 1 + ... + (n-1)` in a loop, and builds then sums an array of squares.
+const LOOPS: &str = "\
+fn @triangle(i64) -> i64 {
+b0(v0: i64):
+    v1 = iconst 0
+    jump b1(v1, v1)
+b1(v2: i64, v3: i64):
+    v4 = icmp lt v2, v0
+    brif v4, b2, b3
+b2:
+    v5 = iadd v3, v2
+    v6 = iconst 1
+    v7 = iadd v2, v6
+    jump b1(v7, v5)
+b3:
+    return v3
+}
+
+fn @squares(i64) -> ptr {
+b0(v0: i64):
+    v1 = newarray v0, 8
+    v2 = iconst 0
+    jump b1(v2)
+b1(v3: i64):
+    v4 = icmp lt v3, v0
+    brif v4, b2, b3
+b2:
+    v5 = itof v3
+    v6 = fmul v5, v5
+    v7 = elemaddr v1, v3, 8
+    store v6, v7+0
+    v8 = iconst 1
+    v9 = iadd v3, v8
+    jump b1(v9)
+b3:
+    return v1
+}
+
+fn @sum(ptr) -> f64 {
+b0(v0: ptr):
+    v1 = arraylen v0
+    v2 = iconst 0
+    v3 = fconst 0.0
+    jump b1(v2, v3)
+b1(v4: i64, v5: f64):
+    v6 = icmp lt v4, v1
+    brif v6, b2, b3
+b2:
+    boundscheck v4, v1
+    v7 = elemaddr v0, v4, 8
+    v8 = load.f64 v7+0
+    v9 = fadd v5, v8
+    v10 = iconst 1
+    v11 = iadd v4, v10
+    jump b1(v11, v9)
+b3:
+    return v5
+}
+
+fn @sum_of_squares(i64) -> f64 {
+b0(v0: i64):
+    v1 = call @squares(v0)
+    v2 = call @sum(v1)
+    return v2
+}
+
+fn @get(ptr, i64) -> f64 {
+b0(v0: ptr, v1: i64):
+    v2 = arraylen v0
+    boundscheck v1, v2
+    v3 = elemaddr v0, v1, 8
+    v4 = load.f64 v3+0
+    return v4
+}
+";
+
+#[test]
+fn loops_run_natively() {
+    let mut j = jit();
+    let (m, c) = compile(&mut j, LOOPS);
+    let mut ctx = TestCtx::new(1 << 20);
+    let r = call(&m, &c, &mut ctx, "triangle", &[Word::from_i64(100_000)]).unwrap();
+    assert_eq!(r[0].as_i64(), 100_000 * 99_999 / 2);
+    let r = call(&m, &c, &mut ctx, "sum_of_squares", &[Word::from_i64(1000)]).unwrap();
+    let expected: f64 = (0..1000).map(|i| (i * i) as f64).sum();
+    assert_eq!(r[0].as_f64(), expected);
+    // An array made by one call is read by another.
+    let arr = call(&m, &c, &mut ctx, "squares", &[Word::from_i64(4)]).unwrap()[0];
+    let r = call(&m, &c, &mut ctx, "get", &[arr, Word::from_i64(3)]).unwrap();
+    assert_eq!(r[0].as_f64(), 9.0);
+    let len = unsafe { *arr.as_ptr::<i64>() };
+    assert_eq!(len, 4);
+}
+
+#[test]
+fn out_of_bounds_index_is_a_clean_error() {
+    let mut j = jit();
+    let (m, c) = compile(&mut j, LOOPS);
+    let mut ctx = TestCtx::new(1 << 20);
+    let arr = call(&m, &c, &mut ctx, "squares", &[Word::from_i64(3)]).unwrap()[0];
+    let r = call(&m, &c, &mut ctx, "get", &[arr, Word::from_i64(5)]);
+    assert_eq!(r, Err(CallError::Trapped(TrapCode::IndexOutOfBounds.code())));
+    assert_eq!(ctx.trap, Some((1, 5, 3)));
+    assert_eq!(TrapCode::IndexOutOfBounds.message(5, 3), "index 5 out of bounds for length 3");
+    // A failed context refuses further calls until the runtime resets it.
+    let again = call(&m, &c, &mut ctx, "get", &[arr, Word::from_i64(0)]);
+    assert_eq!(again, Err(CallError::ContextFailed(1)));
+    ctx.header.status = 0;
+    let r = call(&m, &c, &mut ctx, "get", &[arr, Word::from_i64(-1)]);
+    assert_eq!(r, Err(CallError::Trapped(1)));
+    assert_eq!(ctx.trap, Some((1, -1, 3)));
+}
+
+const DIVISION: &str = "\
+fn @div(i64, i64) -> (i64, i64) {
+b0(v0: i64, v1: i64):
+    v2 = sdiv v0, v1
+    v3 = srem v0, v1
+    return v2, v3
+}
+
+fn @div_twice(i64, i64) -> i64 {
+b0(v0: i64, v1: i64):
+    v2, v3 = call @div(v0, v1)
+    v4 = iadd v2, v3
+    return v4
+}
+";
+
+#[test]
+fn division_by_zero_is_a_clean_error_and_min_over_minus_one_wraps() {
+    let mut j = jit();
+    let (m, c) = compile(&mut j, DIVISION);
+    let mut ctx = TestCtx::new(0);
+    let w = Word::from_i64;
+    let r = call(&m, &c, &mut ctx, "div", &[w(-7), w(2)]).unwrap();
+    assert_eq!((r[0].as_i64(), r[1].as_i64()), (-3, -1));
+    let r = call(&m, &c, &mut ctx, "div", &[w(i64::MIN), w(-1)]).unwrap();
+    assert_eq!((r[0].as_i64(), r[1].as_i64()), (i64::MIN, 0));
+    let r = call(&m, &c, &mut ctx, "div_twice", &[w(7), w(0)]);
+    assert_eq!(r, Err(CallError::Trapped(TrapCode::DivisionByZero.code())));
+    assert_eq!(ctx.trap, Some((2, 7, 0)));
+}
+
+/// Two closures of type `Real -> Real` and an application switching over their tags.
+const CLOSURES: &str = "\
+tag t0 = @add_k env(f64)
+tag t1 = @scale env(f64, i64)
+
+fn @add_k(ptr, f64) -> f64 {
+b0(v0: ptr, v1: f64):
+    v2 = load.f64 v0+0
+    v3 = fadd v1, v2
+    return v3
+}
+
+fn @scale(ptr, f64) -> f64 {
+b0(v0: ptr, v1: f64):
+    v2 = load.f64 v0+0
+    v3 = load.i64 v0+8
+    v4 = itof v3
+    v5 = fmul v1, v2
+    v6 = fmul v5, v4
+    return v6
+}
+
+fn @apply(i64, ptr, f64) -> f64 {
+b0(v0: i64, v1: ptr, v2: f64):
+    switch v0, [t0: b1(v1), t1: b2(v1)]
+b1(v3: ptr):
+    v4 = call @add_k(v3, v2)
+    jump b3(v4)
+b2(v5: ptr):
+    v6 = call @scale(v5, v2)
+    jump b3(v6)
+b3(v7: f64):
+    return v7
+}
+
+fn @make(bool, f64) -> (i64, ptr) {
+b0(v0: bool, v1: f64):
+    brif v0, b1, b2
+b1:
+    v2 = alloc 8
+    store v1, v2+0
+    v3 = tag t0
+    return v3, v2
+b2:
+    v4 = alloc 16
+    store v1, v4+0
+    v5 = iconst 3
+    store v5, v4+8
+    v6 = tag t1
+    return v6, v4
+}
+
+fn @make_and_apply(bool, f64, f64) -> f64 {
+b0(v0: bool, v1: f64, v2: f64):
+    v3, v4 = call @make(v0, v1)
+    v5 = call @apply(v3, v4, v2)
+    return v5
+}
+";
+
+#[test]
+fn tag_switch_applies_the_right_closure() {
+    let mut j = jit();
+    let (m, c) = compile(&mut j, CLOSURES);
+    let mut ctx = TestCtx::new(1 << 16);
+    let f = Word::from_f64;
+    let r = call(&m, &c, &mut ctx, "make_and_apply", &[Word::from_bool(true), f(10.0), f(1.5)]).unwrap();
+    assert_eq!(r[0].as_f64(), 11.5);
+    let r = call(&m, &c, &mut ctx, "make_and_apply", &[Word::from_bool(false), f(10.0), f(1.5)]).unwrap();
+    assert_eq!(r[0].as_f64(), 45.0);
+    let closure = call(&m, &c, &mut ctx, "make", &[Word::from_bool(false), f(2.0)]).unwrap();
+    assert_eq!(closure[0].as_i64(), 1);
+    let r = call(&m, &c, &mut ctx, "apply", &[closure[0], closure[1], f(5.0)]).unwrap();
+    assert_eq!(r[0].as_f64(), 30.0);
+}
+
+#[test]
+fn a_switch_with_many_tags_and_block_arguments() {
+    // Eight tags of one signature; each case passes the tag's own constant to a join block.
+    let mut text = String::new();
+    for i in 0..8 {
+        text.push_str(&format!("tag t{i} = @k{i} env()\n"));
+    }
+    for i in 0..8 {
+        text.push_str(&format!(
+            "\nfn @k{i}(ptr, i64) -> i64 {{\nb0(v0: ptr, v1: i64):\n    v2 = iconst {}\n    v3 = imul v1, v2\n    return v3\n}}\n",
+            i + 1
+        ));
+    }
+    text.push_str("\nfn @dispatch(i64, i64) -> i64 {\nb0(v0: i64, v1: i64):\n    v2 = null\n    switch v0, [");
+    let cases: Vec<String> = (0..8).map(|i| format!("t{i}: b{}", i + 1)).collect();
+    text.push_str(&cases.join(", "));
+    text.push_str("]\n");
+    for i in 0..8 {
+        text.push_str(&format!("b{}:\n    v{} = call @k{i}(v2, v1)\n    jump b9(v{})\n", i + 1, 10 + i, 10 + i));
+    }
+    text.push_str("b9(v3: i64):\n    return v3\n}\n");
+    let mut j = jit();
+    let (m, c) = compile(&mut j, &text);
+    let mut ctx = TestCtx::new(0);
+    for tag in 0..8 {
+        let r = call(&m, &c, &mut ctx, "dispatch", &[Word::from_i64(tag), Word::from_i64(10)]).unwrap();
+        assert_eq!(r[0].as_i64(), 10 * (tag + 1));
+    }
+}
+
+const SUPPORT_CALLS: &str = "\
+extern $test_sin(f64) -> f64
+extern fallible $test_checked_sqrt(f64) -> f64
+
+fn @sin_plus_sqrt(f64) -> f64 {
+b0(v0: f64):
+    v1 = call $test_sin(v0)
+    v2 = call $test_checked_sqrt(v0)
+    v3 = fadd v1, v2
+    return v3
+}
+
+fn @outer(f64) -> (f64, bool) {
+b0(v0: f64):
+    v1 = call @sin_plus_sqrt(v0)
+    v2 = fconst 0.0
+    v3 = fcmp gt v1, v2
+    return v1, v3
+}
+";
+
+#[test]
+fn support_calls_and_their_failures_unwind_through_callers() {
+    let mut j = jit();
+    let (m, c) = compile(&mut j, SUPPORT_CALLS);
+    let mut ctx = TestCtx::new(0);
+    let r = call(&m, &c, &mut ctx, "outer", &[Word::from_f64(4.0)]).unwrap();
+    assert_eq!(r[0].as_f64(), 4.0f64.sin() + 2.0);
+    assert!(r[1].as_bool());
+    let r = call(&m, &c, &mut ctx, "outer", &[Word::from_f64(-4.0)]);
+    assert_eq!(r, Err(CallError::Trapped(100)));
+}
+
+#[test]
+fn many_results_go_through_an_out_pointer() {
+    let mut j = jit();
+    let (m, c) = compile(
+        &mut j,
+        "\
+fn @four(i64, f64) -> (i64, f64, bool, i64) {
+b0(v0: i64, v1: f64):
+    v2 = iconst 1
+    v3 = iadd v0, v2
+    v4 = fconst 0.5
+    v5 = fadd v1, v4
+    v6 = icmp gt v0, v2
+    v7 = imul v0, v0
+    return v3, v5, v6, v7
+}
+
+fn @use_four(i64, f64) -> (f64, i64, bool) {
+b0(v0: i64, v1: f64):
+    v2, v3, v4, v5 = call @four(v0, v1)
+    v6 = itof v2
+    v7 = fadd v6, v3
+    v8 = iadd v5, v2
+    return v7, v8, v4
+}
+",
+    );
+    let mut ctx = TestCtx::new(0);
+    let r = call(&m, &c, &mut ctx, "four", &[Word::from_i64(5), Word::from_f64(1.0)]).unwrap();
+    assert_eq!((r[0].as_i64(), r[1].as_f64(), r[2], r[3].as_i64()), (6, 1.5, Word::from_bool(true), 25));
+    let r = call(&m, &c, &mut ctx, "use_four", &[Word::from_i64(5), Word::from_f64(1.0)]).unwrap();
+    assert_eq!((r[0].as_f64(), r[1].as_i64(), r[2].as_bool()), (7.5, 31, true));
+}
+
+#[test]
+fn arena_slow_path_and_out_of_memory() {
+    let mut j = jit();
+    let (m, c) = compile(&mut j, LOOPS);
+    // Small arrays fit in the first chunk after one slow allocation.
+    let mut ctx = TestCtx::new(1 << 20);
+    for n in 0..10 {
+        call(&m, &c, &mut ctx, "sum_of_squares", &[Word::from_i64(n)]).unwrap();
+    }
+    assert!(ctx.slow_allocs < 10, "bump allocation should be inline: {} slow calls", ctx.slow_allocs);
+    let mut ctx = TestCtx::new(1000);
+    let r = call(&m, &c, &mut ctx, "squares", &[Word::from_i64(1000)]);
+    assert_eq!(r, Err(CallError::Trapped(TrapCode::OutOfMemory.code())));
+    assert_eq!(ctx.trap, Some((4, 8008, 0)));
+    // A length whose byte size overflows is refused before multiplying.
+    let mut ctx = TestCtx::new(usize::MAX);
+    let r = call(&m, &c, &mut ctx, "squares", &[Word::from_i64(i64::MAX / 2)]);
+    assert_eq!(r, Err(CallError::Trapped(TrapCode::OutOfMemory.code())));
+    let mut ctx = TestCtx::new(1 << 20);
+    let r = call(&m, &c, &mut ctx, "squares", &[Word::from_i64(-2)]);
+    assert_eq!(r, Err(CallError::Trapped(TrapCode::NegativeLength.code())));
+    assert_eq!(ctx.trap, Some((3, -2, 0)));
+}
+
+#[test]
+fn trap_instruction_and_recursion() {
+    let mut j = jit();
+    let (m, c) = compile(
+        &mut j,
+        "\
+fn @fact(i64) -> i64 {
+b0(v0: i64):
+    v1 = iconst 1
+    v2 = icmp le v0, v1
+    brif v2, b1, b2
+b1:
+    return v1
+b2:
+    v3 = isub v0, v1
+    v4 = call @fact(v3)
+    v5 = imul v0, v4
+    return v5
+}
+
+fn @zip_check(i64, i64) -> i64 {
+b0(v0: i64, v1: i64):
+    v2 = icmp eq v0, v1
+    brif v2, b1, b2
+b1:
+    v3 = call @fact(v0)
+    return v3
+b2:
+    trap lenmismatch(v0, v1)
+}
+",
+    );
+    let mut ctx = TestCtx::new(0);
+    let r = call(&m, &c, &mut ctx, "zip_check", &[Word::from_i64(10), Word::from_i64(10)]).unwrap();
+    assert_eq!(r[0].as_i64(), 3_628_800);
+    let r = call(&m, &c, &mut ctx, "zip_check", &[Word::from_i64(3), Word::from_i64(4)]);
+    assert_eq!(r, Err(CallError::Trapped(TrapCode::LengthMismatch.code())));
+    assert_eq!(ctx.trap, Some((5, 3, 4)));
+}
+
+#[test]
+fn bools_selects_and_comparisons() {
+    let mut j = jit();
+    let (m, c) = compile(
+        &mut j,
+        "\
+fn @logic(bool, bool, f64) -> (bool, i64) {
+b0(v0: bool, v1: bool, v2: f64):
+    v3 = and v0, v1
+    v4 = not v3
+    v5 = fcmp ne v2, v2
+    v6 = xor v4, v5
+    v7 = btoi v6
+    v8 = iconst 10
+    v9 = iconst 20
+    v10 = select.i64 v0, v8, v9
+    v11 = iadd v7, v10
+    v12 = or v6, v1
+    return v12, v11
+}
+",
+    );
+    let mut ctx = TestCtx::new(0);
+    let b = Word::from_bool;
+    for (x, y, z) in [(true, true, 1.0), (true, false, f64::NAN), (false, false, 0.0), (false, true, f64::NAN)] {
+        let r = call(&m, &c, &mut ctx, "logic", &[b(x), b(y), Word::from_f64(z)]).unwrap();
+        let v6 = !(x && y) ^ z.is_nan();
+        assert_eq!(r[0], b(v6 || y), "{x} {y} {z}");
+        assert_eq!(r[1].as_i64(), v6 as i64 + if x { 10 } else { 20 });
+    }
+}
+
+#[test]
+fn compiled_code_is_reused_and_outlives_later_compiles() {
+    let mut j = jit();
+    let (m1, c1) = compile(&mut j, LOOPS);
+    let (m2, c2) = compile(&mut j, DIVISION);
+    let mut ctx = TestCtx::new(1 << 20);
+    for n in 0..1000 {
+        let r = call(&m1, &c1, &mut ctx, "triangle", &[Word::from_i64(n)]).unwrap();
+        assert_eq!(r[0].as_i64(), n * (n - 1) / 2);
+    }
+    let r = call(&m2, &c2, &mut ctx, "div", &[Word::from_i64(9), Word::from_i64(2)]).unwrap();
+    assert_eq!(r[0].as_i64(), 4);
+    // Entries keep working after the JIT is dropped (their code is then leaked, not freed).
+    drop(j);
+    let r = call(&m1, &c1, &mut ctx, "triangle", &[Word::from_i64(4)]).unwrap();
+    assert_eq!(r[0].as_i64(), 6);
+}
+
+#[test]
+fn wrong_argument_count_is_an_error() {
+    let mut j = jit();
+    let (m, c) = compile(&mut j, DIVISION);
+    let mut ctx = TestCtx::new(0);
+    let r = call(&m, &c, &mut ctx, "div", &[Word::from_i64(1)]);
+    assert_eq!(r, Err(CallError::Arity { expected: 2, found: 1 }));
+}
+
+#[test]
+fn compile_errors_are_values() {
+    let mut j = jit();
+    // An extern the table lacks.
+    let m = parse("extern $nowhere(f64) -> f64\nfn @f() -> () {\nb0:\n    return\n}\n").unwrap();
+    assert_eq!(j.compile(&m, &[]).unwrap_err(), JitError::MissingSupport("nowhere".into()));
+    // An extern declared with another signature than the table's.
+    let m = parse("extern $test_sin(i64) -> f64\nfn @f() -> () {\nb0:\n    return\n}\n").unwrap();
+    assert!(matches!(j.compile(&m, &[]).unwrap_err(), JitError::SupportMismatch { .. }));
+    // A fallible support function declared infallible.
+    let m = parse("extern $test_checked_sqrt(f64) -> f64\nfn @f() -> () {\nb0:\n    return\n}\n").unwrap();
+    assert!(matches!(j.compile(&m, &[]).unwrap_err(), JitError::SupportMismatch { .. }));
+    // IR that does not verify.
+    let m = parse("fn @f(f64) -> i64 {\nb0(v0: f64):\n    return v0\n}\n").unwrap();
+    let e = j.compile(&m, &[]).unwrap_err();
+    assert!(matches!(&e, JitError::Verify(es) if es.len() == 1), "{e}");
+    // Without the intrinsics, a module that can trap or allocate is refused.
+    let mut bare = Jit::new(JitConfig::default(), SupportTable::new()).unwrap();
+    let m = parse(DIVISION).unwrap();
+    assert_eq!(bare.compile(&m, &[]).unwrap_err(), JitError::MissingSupport(TRAP_SYMBOL.into()));
+    // The JIT is still usable after all these errors.
+    let (m, c) = compile(&mut j, DIVISION);
+    let mut ctx = TestCtx::new(0);
+    assert_eq!(call(&m, &c, &mut ctx, "div", &[Word::from_i64(8), Word::from_i64(2)]).unwrap()[0].as_i64(), 4);
+}
+
+#[test]
+fn unreachable_blocks_and_unverified_mode() {
+    // Unreachable blocks are dropped; with the IR verifier off, verified IR still compiles.
+    let config = JitConfig { verify_ir: false, cranelift_verifier: true };
+    let mut j = Jit::new(config, table()).unwrap();
+    let (m, c) = compile(
+        &mut j,
+        "\
+fn @f(i64) -> i64 {
+b0(v0: i64):
+    return v0
+b1:
+    v1 = iconst 2
+    jump b2(v1)
+b2(v2: i64):
+    return v2
+}
+",
+    );
+    let mut ctx = TestCtx::new(0);
+    assert_eq!(call(&m, &c, &mut ctx, "f", &[Word::from_i64(7)]).unwrap()[0].as_i64(), 7);
+}
