@@ -1,6 +1,7 @@
 //! The malformed-program corpus: every `tests/errors/*.nbl` carries `-- error: MESSAGE` (the first line of
 //! stderr after `error: `) and `-- at: LINE:COL` (the location after `--> FILE:`). `nabla run FILE` must exit
-//! with status 1, print exactly that message and location, and never panic or overflow its stack.
+//! with status 1, print exactly that message and location, and never panic or overflow its stack; `--interp`
+//! must report the same.
 //! Files too odd to commit (binary garbage, 100 000-deep nesting) are generated here into a temporary folder.
 //!
 //! `NABLA_BLESS=1 cargo test -p runtime --test errors` rewrites the `-- error:`/`-- at:` lines from the actual
@@ -150,6 +151,17 @@ fn check_file(file: &Path, bless: bool) -> Result<(), String> {
     let out = nabla(&["run", &path]);
     crash_free(&out)?;
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    // Both engines report the same error (LANGUAGE.md §8 does not depend on the engine).
+    let interp = nabla(&["run", &path, "--interp"]);
+    crash_free(&interp)?;
+    if interp.stderr != out.stderr || interp.status.code() != out.status.code() {
+        return Err(format!(
+            "`nabla run` and `nabla run --interp` report differently\n--- default engine ({})\n{stderr}--- interpreter ({})\n{}",
+            out.status,
+            interp.status,
+            String::from_utf8_lossy(&interp.stderr)
+        ));
+    }
     let show = || format!("--- stderr\n{stderr}--- stdout\n{}", String::from_utf8_lossy(&out.stdout));
     if out.status.code() != Some(1) {
         return Err(format!("exit status {}, expected 1\n{}", out.status, show()));
