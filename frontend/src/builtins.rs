@@ -88,11 +88,35 @@ builtins! {
     Replace = "replace" : "'a -> Delta 'a" ["a": BASE];
     GChange = "gchange" : "Group 'a -> 'a -> Delta 'a" ["a": BASE];
     Nil = "nil" : "'a -> Delta 'a";
+    // Internal: ILC derivative primitives (adjoint::incremental::table). Source programs cannot
+    // name them (`from_name` skips them); Derive and the runtime make them. Keep this section last:
+    // `is_internal` is `self >= NilFun`.
+    NilFun = "nil'" : "('a -> 'b) -> 'a -> Delta 'a -> Delta 'b";
+    NoBase = "_" : "'a";
+    DMerge = "merge'" : "Bag 'a -> Delta (Bag 'a) -> Bag 'a -> Delta (Bag 'a) -> Delta (Bag 'a)" ["a": KEY];
+    DNegate = "negate'" : "Bag 'a -> Delta (Bag 'a) -> Delta (Bag 'a)" ["a": KEY];
+    DSingleton = "singleton'" : "'a -> Delta 'a -> Delta (Bag 'a)" ["a": KEY];
+    DAdd = "add'" : "'a -> Delta 'a -> 'a -> Delta 'a -> Delta 'a" ["a": NUM];
+    DSub = "sub'" : "'a -> Delta 'a -> 'a -> Delta 'a -> Delta 'a" ["a": NUM];
+    DMul = "mul'" : "'a -> Delta 'a -> 'a -> Delta 'a -> Delta 'a" ["a": NUM];
+    DNeg = "neg'" : "'a -> Delta 'a -> Delta 'a" ["a": NUM];
+    DFoldBag = "foldBag'" : "Group 'b -> ('a -> 'b) -> Bag 'a -> Delta (Bag 'a) -> Delta 'b" ["a": KEY];
+    DMapBag = "mapBag'" : "('a -> 'b) -> Bag 'a -> Delta (Bag 'a) -> Delta (Bag 'b)" ["a": KEY, "b": KEY];
+    DFilterBag = "filterBag'" : "('a -> Bool) -> Bag 'a -> Delta (Bag 'a) -> Delta (Bag 'a)" ["a": KEY];
+    DFlatMapBag = "flatMapBag'" : "('a -> Bag 'b) -> Bag 'a -> Delta (Bag 'a) -> Delta (Bag 'b)" ["a": KEY, "b": KEY];
+    DSingletonMap = "singletonMap'" : "'k -> 'v -> Delta 'v -> Delta (Map 'k 'v)" ["k": KEY];
+    DFoldMap = "foldMap'" : "Group 'v -> Group 'b -> ('k -> 'v -> 'b) -> Map 'k 'v -> Delta (Map 'k 'v) -> Delta 'b" ["k": KEY];
+    DLookup = "lookup'" : "Group 'v -> 'k -> Map 'k 'v -> Delta (Map 'k 'v) -> Delta 'v" ["k": KEY];
 }
 
 impl Builtin {
     pub fn from_name(name: &str) -> Option<Builtin> {
-        Builtin::ALL.iter().copied().find(|b| b.name() == name)
+        Builtin::ALL.iter().copied().find(|b| !b.is_internal() && b.name() == name)
+    }
+
+    /// Internal builtins (ILC's derivative primitives) exist only in terms that passes make.
+    pub fn is_internal(self) -> bool {
+        self >= Builtin::NilFun
     }
 
     /// The scheme of the builtin, parsed from its signature.

@@ -268,9 +268,23 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
         }
         B::Replace => Value::Change(Rc::new(Change::Replace(args[0].clone()))),
         B::GChange => Value::Change(Rc::new(Change::GChange(group(&args[0], span)?, args[1].clone()))),
-        B::Nil => {
-            return Err(Diagnostic::error(span, "the interpreter does not evaluate `nil` yet"));
-        }
+        B::Nil => return super::incremental::nil(it, ty, &args[0], span),
+        B::NilFun
+        | B::NoBase
+        | B::DMerge
+        | B::DNegate
+        | B::DSingleton
+        | B::DAdd
+        | B::DSub
+        | B::DMul
+        | B::DNeg
+        | B::DFoldBag
+        | B::DMapBag
+        | B::DFilterBag
+        | B::DFlatMapBag
+        | B::DSingletonMap
+        | B::DFoldMap
+        | B::DLookup => return super::incremental::call(it, b, ty, args, span),
     })
 }
 

@@ -6,6 +6,7 @@
 
 mod builtins;
 mod groups;
+mod incremental;
 
 use std::rc::Rc;
 
