@@ -121,8 +121,20 @@ struct Deferred {
 
 enum UErr {
     Mismatch,
-    Occurs,
-    Class(Classes),
+    /// The variable would have to contain itself as part of this type.
+    Occurs(TyVar, Type),
+    /// A variable of these classes met this (non-variable) type; `var_found` says whether the
+    /// variable was on the found side of the comparison.
+    Class { classes: Classes, ty: Type, var_found: bool },
+}
+
+impl UErr {
+    fn var_found(self, found: bool) -> UErr {
+        match self {
+            UErr::Class { classes, ty, .. } => UErr::Class { classes, ty, var_found: found },
+            e => e,
+        }
+    }
 }
 
 struct Infer {
@@ -298,8 +310,8 @@ impl Infer {
         let b = self.resolve(b);
         match (&a, &b) {
             (Type::Var(x), Type::Var(y)) if x == y => Ok(()),
-            (Type::Var(x), _) => self.bind(*x, &b),
-            (_, Type::Var(y)) => self.bind(*y, &a),
+            (Type::Var(x), _) => self.bind(*x, &b).map_err(|e| e.var_found(true)),
+            (_, Type::Var(y)) => self.bind(*y, &a).map_err(|e| e.var_found(false)),
             (Type::Real, Type::Real) | (Type::Int, Type::Int) | (Type::Bool, Type::Bool) | (Type::Unit, Type::Unit) => {
                 Ok(())
             }
@@ -349,7 +361,7 @@ impl Infer {
             }
         }
         if self.occurs(v, t) {
-            return Err(UErr::Occurs);
+            return Err(UErr::Occurs(v, t.clone()));
         }
         let info = self.vars[v.0 as usize].clone();
         self.require(t, info.classes)?;
@@ -372,7 +384,7 @@ impl Infer {
             return Ok(());
         }
         let t = self.resolve(t);
-        let fail = || Err(UErr::Class(c));
+        let fail = || Err(UErr::Class { classes: c, ty: t.clone(), var_found: true });
         match &t {
             Type::Var(w) => {
                 let i = w.0 as usize;
@@ -449,14 +461,18 @@ impl Infer {
                 let fnd = self.show(&mut p, found);
                 Diagnostic::error(span, format!("type mismatch: expected {exp}, found {fnd}"))
             }
-            UErr::Occurs => {
-                let exp = self.show(&mut p, expected);
-                let fnd = self.show(&mut p, found);
-                Diagnostic::error(span, format!("infinite type: {exp} would have to contain itself as {fnd}"))
+            UErr::Occurs(v, t) => {
+                let var = p.ty(&Type::Var(v));
+                let ty = self.show(&mut p, &t);
+                Diagnostic::error(span, format!("infinite type: {var} would have to be {ty}, which contains {var} itself"))
             }
-            UErr::Class(c) => {
-                let which = if matches!(self.resolve(expected), Type::Var(_)) { found } else { expected };
-                Diagnostic::error(span, format!("expected {}, found {}", c.describe(), self.show(&mut p, which)))
+            UErr::Class { classes, ty, var_found } => {
+                let ty = self.show(&mut p, &ty);
+                if var_found {
+                    Diagnostic::error(span, format!("type mismatch: expected {ty}, found {}", classes.describe()))
+                } else {
+                    Diagnostic::error(span, format!("type mismatch: expected {}, found {ty}", classes.describe()))
+                }
             }
         }
     }
@@ -649,6 +665,15 @@ impl Infer {
                         let a2 = self.infer(a)?;
                         self.expect(&a2.ty, p, a.span)?;
                         (ExprKind::App(f2, a2), (**r).clone())
+                    }
+                    Type::Var(v) if !self.vars[v.0 as usize].classes.is_empty() => {
+                        // Every class excludes function types: `3 (4)`, `inc 1 2`.
+                        let c = self.vars[v.0 as usize].classes;
+                        return Err(Diagnostic::error(
+                            f.span,
+                            format!("this expression has {} and cannot be applied to an argument", c.describe()),
+                        )
+                        .with_label(a.span, "extra argument"));
                     }
                     Type::Var(_) => {
                         let a2 = self.infer(a)?;

@@ -169,7 +169,14 @@ impl Parser {
         }
     }
     fn unexpected(&self, what: &str) -> Diagnostic {
-        Diagnostic::error(self.span(), format!("expected {what}, found {}", self.peek().describe()))
+        // At the end of the file, point just after the last token rather than at an empty line.
+        let span = if self.peek() == &Tok::Eof && self.pos > 0 {
+            let end = self.prev_span().hi as usize;
+            Span::new(end, end)
+        } else {
+            self.span()
+        };
+        Diagnostic::error(span, format!("expected {what}, found {}", self.peek().describe()))
     }
 
     fn enter(&mut self) -> Res<()> {
@@ -372,7 +379,15 @@ impl Parser {
         let pat = self.pattern(false)?;
         let ann = if self.eat(&Tok::Colon) { Some(self.ty()?) } else { None };
         self.expect(Tok::Eq, "`=` in `let`")?;
-        let rhs = self.expr()?;
+        let rhs = self.expr().map_err(|d| {
+            // `let x = 1` and then `x + 1` on the next line: the rhs ran on and met `x`.
+            let bound = pat.binders().iter().any(|(n, _)| d.message == format!("unknown name `{n}`"));
+            if bound {
+                d.with_note("is this `let` missing its `in`? The form is `let x = e in body`")
+            } else {
+                d
+            }
+        })?;
         self.expect(Tok::In, "`in` after the bound expression of `let`")?;
         let mark = self.scopes.len();
         self.bind(&pat)?;

@@ -64,7 +64,7 @@ fn errors() {
         check("def main = bag{1.5}"),
         "error: bag elements must be an equality type (Int, Bool, Unit or tuples of them), but this has type Real"
     );
-    assert_eq!(check("def main = 1 + true"), "error: expected a numeric type (Int or Real), found Bool");
+    assert_eq!(check("def main = 1 + true"), "error: type mismatch: expected a numeric type (Int or Real), found Bool");
     assert_eq!(
         check("def main = sin 1.0 2.0"),
         "error: this expression has type Real and cannot be applied to an argument"
@@ -190,7 +190,7 @@ fn let_polymorphism_nested() {
             "main : Real * (Unit * Unit)\n",
         ),
         // A lambda-bound name is monomorphic: using it at two types is an error.
-        ("def bad f = (f 1, f true)", "error: expected a numeric type (Int or Real), found Bool"),
+        ("def bad f = (f 1, f true)", "error: type mismatch: expected a numeric type (Int or Real), found Bool"),
     ]);
 }
 
