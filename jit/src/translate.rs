@@ -65,12 +65,17 @@ pub(crate) fn cl_signature(sig: &ir::Signature, call_conv: CallConv) -> cl::Sign
     s
 }
 
-/// The machine signature of a support function: `(ctx, params...) -> ret`.
+/// The machine signature of a support function: `(ctx, params...) -> ret`. A `bool` crosses the
+/// C ABI zero-extended, as C and Rust compilers expect.
 pub(crate) fn cl_support_signature(sig: &ir::Signature, call_conv: CallConv) -> cl::Signature {
+    let param = |t: &ir::Type| match t {
+        ir::Type::Bool => AbiParam::new(types::I8).uext(),
+        t => AbiParam::new(cl_type(*t)),
+    };
     let mut s = cl::Signature::new(call_conv);
     s.params.push(AbiParam::new(types::I64));
-    s.params.extend(sig.params.iter().map(|t| AbiParam::new(cl_type(*t))));
-    s.returns.extend(sig.rets.iter().map(|t| AbiParam::new(cl_type(*t))));
+    s.params.extend(sig.params.iter().map(param));
+    s.returns.extend(sig.rets.iter().map(param));
     s
 }
 

@@ -357,10 +357,9 @@ fn a_switch_with_many_tags_and_block_arguments() {
         text.push_str(&format!("tag t{i} = @k{i} env()\n"));
     }
     for i in 0..8 {
-        text.push_str(&format!(
-            "\nfn @k{i}(ptr, i64) -> i64 {{\nb0(v0: ptr, v1: i64):\n    v2 = iconst {}\n    v3 = imul v1, v2\n    return v3\n}}\n",
-            i + 1
-        ));
+        let k = i + 1;
+        text.push_str(&format!("\nfn @k{i}(ptr, i64) -> i64 {{\nb0(v0: ptr, v1: i64):\n    v2 = iconst {k}\n"));
+        text.push_str("    v3 = imul v1, v2\n    return v3\n}\n");
     }
     text.push_str("\nfn @dispatch(i64, i64) -> i64 {\nb0(v0: i64, v1: i64):\n    v2 = null\n    switch v0, [");
     let cases: Vec<String> = (0..8).map(|i| format!("t{i}: b{}", i + 1)).collect();

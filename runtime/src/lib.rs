@@ -2,6 +2,7 @@
 //! the incremental driver and the public API. The `nabla` binary's CLI lives in `main.rs`.
 
 pub mod interp;
+pub mod native;
 pub mod value;
 
 use frontend::syntax::{DefId, Program};

@@ -36,6 +36,7 @@ pub mod entity;
 pub mod layout;
 pub mod parse;
 pub mod print;
+pub mod support;
 pub mod verify;
 
 #[cfg(test)]

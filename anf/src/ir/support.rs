@@ -1,0 +1,100 @@
+//! The catalogue of runtime support functions IR may call with `call $name(...)`: names,
+//! signatures (without the implicit `ctx`) and fallibility. Lowering declares externs from it;
+//! the runtime (`runtime::native`) implements each with `extern "C"` and hands the JIT a table of
+//! their addresses; a test there checks the two agree.
+//!
+//! Collections are runtime objects behind a `ptr`, owned by the call context. Keys and values
+//! are passed as pointers to their memory slots (see `layout`); `*_entries` return an arena array
+//! of records sorted by key (signed lexicographic order over the key's words), so folds over bags
+//! and maps are plain IR loops and iterate deterministically.
+
+use super::{ExtFuncId, Module, Signature, Type};
+
+/// One support function's interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SupportDecl {
+    pub name: &'static str,
+    pub params: &'static [Type],
+    pub rets: &'static [Type],
+    pub fallible: bool,
+}
+
+impl SupportDecl {
+    /// The IR signature.
+    pub fn signature(&self) -> Signature {
+        Signature::new(self.params.to_vec(), self.rets.to_vec())
+    }
+}
+
+use Type::{Bool as B, Ptr as P, F64 as F, I64 as I};
+
+/// Shorthand for a catalogue entry.
+const fn decl(name: &'static str, params: &'static [Type], rets: &'static [Type], fallible: bool) -> SupportDecl {
+    SupportDecl { name, params, rets, fallible }
+}
+
+/// Every support function, by name.
+pub const SUPPORT: &[SupportDecl] = &[
+    // Real primitives Cranelift has no instruction for.
+    decl("nabla_sin", &[F], &[F], false),
+    decl("nabla_cos", &[F], &[F], false),
+    decl("nabla_tan", &[F], &[F], false),
+    decl("nabla_exp", &[F], &[F], false),
+    decl("nabla_log", &[F], &[F], false),
+    decl("nabla_tanh", &[F], &[F], false),
+    decl("nabla_sigmoid", &[F], &[F], false),
+    decl("nabla_pow", &[F, F], &[F], false),
+    // Bags: `(key_words) -> bag`; insert adds a signed multiplicity in place (fresh bags only).
+    decl("nabla_bag_new", &[I], &[P], true),
+    decl("nabla_bag_insert", &[P, P, I], &[], true),
+    decl("nabla_bag_merge", &[P, P], &[P], true),
+    decl("nabla_bag_negate", &[P], &[P], true),
+    decl("nabla_bag_clone", &[P], &[P], true),
+    decl("nabla_bag_count", &[P, P], &[I], false),
+    decl("nabla_bag_len", &[P], &[I], false),
+    // Array of `{key words, multiplicity: i64}`, sorted by key, zero multiplicities absent.
+    decl("nabla_bag_entries", &[P], &[P], true),
+    // Maps: `(key_words, value_words) -> map`; set/remove update in place (fresh maps only).
+    decl("nabla_map_new", &[I, I], &[P], true),
+    decl("nabla_map_set", &[P, P, P], &[], true),
+    decl("nabla_map_remove", &[P, P], &[], true),
+    decl("nabla_map_clone", &[P], &[P], true),
+    // Copies the value's words to the out-pointer and gives true, or gives false if absent.
+    decl("nabla_map_get", &[P, P, P], &[B], false),
+    decl("nabla_map_len", &[P], &[I], false),
+    // Array of `{key words, value words}`, sorted by key.
+    decl("nabla_map_entries", &[P], &[P], true),
+];
+
+/// The catalogue entry called `name`.
+pub fn lookup(name: &str) -> Option<&'static SupportDecl> {
+    SUPPORT.iter().find(|d| d.name == name)
+}
+
+impl Module {
+    /// Declares catalogue function `name` as an extern of this module (once); `None` if unknown.
+    pub fn declare_support(&mut self, name: &str) -> Option<ExtFuncId> {
+        let d = lookup(name)?;
+        Some(self.declare_extern(d.name, d.signature(), d.fallible))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalogue_declarations_print_and_verify() {
+        let mut m = Module::new();
+        for d in SUPPORT {
+            m.declare_support(d.name).unwrap();
+        }
+        assert_eq!(m.declare_support("nabla_sin"), m.extern_by_name("nabla_sin"));
+        assert!(m.declare_support("nabla_nothing").is_none());
+        let text = crate::ir::print(&m);
+        assert!(text.contains("extern fallible $nabla_map_set(ptr, ptr, ptr) -> ()\n"), "{text}");
+        let back = crate::ir::parse(&text).unwrap();
+        assert_eq!(crate::ir::print(&back), text);
+        crate::ir::verify(&back).unwrap();
+    }
+}

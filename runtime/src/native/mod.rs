@@ -1,0 +1,259 @@
+//! What compiled code runs against: the per-call context (arena, collections, error), the
+//! `extern "C"` support functions, and marshalling helpers that lay values out in memory.
+//!
+//! # Value layout
+//! The authoritative description is `anf::ir::layout`; in short, every value is a list of 8-byte
+//! words (`Int` i64, `Real` f64, `Bool` 0/1, `Unit` nothing, tuples concatenated, closures a tag
+//! and an environment pointer), records are their words in 8-byte slots, arrays are
+//! `[len: i64][elements]`, and bags and maps are pointers to [`Bag`] and [`Map`] objects owned by
+//! the [`CallCtx`] that made them.
+//!
+//! # Lifetimes
+//! Everything compiled code allocates (arena memory, bags, maps) lives until [`CallCtx::reset`].
+//! A caller reads the results it needs (marshalling them out) and then resets the context, so
+//! a context can serve any number of calls without growing.
+
+mod arena;
+mod collections;
+mod support;
+
+#[cfg(test)]
+mod tests;
+
+use anf::ir::{TrapCode, ARRAY_HEADER};
+use jit::{CtxHeader, SupportTable, Word};
+
+pub use arena::Arena;
+pub use collections::{cmp_keys, Bag, CollectionError, Map};
+pub use support::address;
+
+/// Status for an error reported by a collection operation.
+pub const STATUS_COLLECTION: i64 = 100;
+/// Status for a panic caught inside a support function (a runtime bug).
+pub const STATUS_PANIC: i64 = 101;
+
+/// Words in an array's length header.
+const HEADER_WORDS: usize = ARRAY_HEADER as usize / 8;
+
+/// Default bound on one context's arena, in bytes.
+pub const DEFAULT_ARENA_LIMIT: usize = 4 << 30;
+
+/// An error raised while compiled code ran: the status it set and a message for the user.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NativeError {
+    pub status: i64,
+    pub message: String,
+}
+
+impl NativeError {
+    /// An error with status `status`.
+    pub fn new(status: i64, message: impl Into<String>) -> NativeError {
+        NativeError { status, message: message.into() }
+    }
+}
+
+impl std::fmt::Display for NativeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for NativeError {}
+
+impl From<CollectionError> for NativeError {
+    fn from(e: CollectionError) -> NativeError {
+        NativeError::new(STATUS_COLLECTION, e.to_string())
+    }
+}
+
+/// The state of compiled calls: header (read by compiled code), arena, collections, error.
+///
+/// It is always boxed so its address, which compiled code holds during a call, is stable.
+#[repr(C)]
+pub struct CallCtx {
+    /// Must stay the first field: compiled code and support functions get a pointer to it.
+    header: CtxHeader,
+    arena: Arena,
+    // Boxed so that the pointers handed to compiled code stay put when the vectors grow.
+    #[allow(clippy::vec_box)]
+    bags: Vec<Box<Bag>>,
+    #[allow(clippy::vec_box)]
+    maps: Vec<Box<Map>>,
+    error: Option<NativeError>,
+}
+
+impl CallCtx {
+    /// A context whose arena may grow to `arena_limit` bytes.
+    pub fn new(arena_limit: usize) -> Box<CallCtx> {
+        Box::new(CallCtx {
+            header: CtxHeader::empty(),
+            arena: Arena::new(arena_limit),
+            bags: Vec::new(),
+            maps: Vec::new(),
+            error: None,
+        })
+    }
+
+    /// The pointer compiled code takes as its first argument.
+    pub fn header(&mut self) -> *mut CtxHeader {
+        &mut self.header
+    }
+
+    /// The error of the last failed call, if any.
+    pub fn error(&self) -> Option<&NativeError> {
+        self.error.as_ref()
+    }
+
+    /// Records a failure; the first one wins (later ones are consequences).
+    pub fn fail(&mut self, e: NativeError) {
+        if self.error.is_none() {
+            self.header.status = e.status;
+            self.error = Some(e);
+        } else if self.header.status == 0 {
+            self.header.status = e.status;
+        }
+    }
+
+    /// The error after a failed call: the recorded one, or one built from the status alone.
+    pub fn failure(&self) -> Option<NativeError> {
+        match (&self.error, self.header.status) {
+            (Some(e), _) => Some(e.clone()),
+            (None, 0) => None,
+            (None, s) => Some(NativeError::new(s, format!("internal error: call failed with status {s}"))),
+        }
+    }
+
+    /// Frees everything compiled code allocated and clears the error, ready for the next call.
+    pub fn reset(&mut self) {
+        self.bags.clear();
+        self.maps.clear();
+        self.error = None;
+        self.header.status = 0;
+        self.arena.reset(&mut self.header);
+    }
+
+    /// Allocates `bytes` of arena memory (8-aligned), or reports out of memory.
+    pub fn alloc(&mut self, bytes: i64) -> Result<*mut u8, NativeError> {
+        let too_big = || NativeError::new(TrapCode::OutOfMemory.code(), TrapCode::OutOfMemory.message(bytes, 0));
+        let n = usize::try_from(bytes).map_err(|_| too_big())?;
+        self.arena.alloc(&mut self.header, n).ok_or_else(too_big)
+    }
+
+    /// Total bytes the arena holds from the system.
+    pub fn arena_reserved(&self) -> usize {
+        self.arena.reserved()
+    }
+
+    /// Takes ownership of a bag and returns the pointer compiled code uses for it.
+    pub fn new_bag(&mut self, bag: Bag) -> *mut Bag {
+        let mut b = Box::new(bag);
+        let p: *mut Bag = &mut *b;
+        self.bags.push(b);
+        p
+    }
+
+    /// Takes ownership of a map and returns the pointer compiled code uses for it.
+    pub fn new_map(&mut self, map: Map) -> *mut Map {
+        let mut m = Box::new(map);
+        let p: *mut Map = &mut *m;
+        self.maps.push(m);
+        p
+    }
+
+    /// A new array of `len` elements of `slot_words` slots: the array pointer and a pointer to
+    /// its first element's slots (uninitialised beyond the length header).
+    pub fn new_array_slots(&mut self, len: usize, slot_words: usize) -> Result<(*mut u8, *mut u64), NativeError> {
+        let elems = len.checked_mul(slot_words).and_then(|n| n.checked_add(HEADER_WORDS));
+        let bytes = elems.and_then(|n| n.checked_mul(8)).and_then(|b| i64::try_from(b).ok()).unwrap_or(i64::MAX);
+        let p = self.alloc(bytes)?;
+        // SAFETY: `p` has room for the header and `len * slot_words` slots.
+        unsafe {
+            (p as *mut i64).write(len as i64);
+            Ok((p, p.add(ARRAY_HEADER as usize) as *mut u64))
+        }
+    }
+
+    /// An array whose elements are `stride_words` slots each, from the words in order.
+    pub fn array_from_words(&mut self, stride_words: usize, words: &[Word]) -> Result<Word, NativeError> {
+        let len = words.len().checked_div(stride_words).unwrap_or(0);
+        if stride_words * len != words.len() {
+            return Err(NativeError::new(STATUS_COLLECTION, "internal error: array words are not whole elements"));
+        }
+        let (array, elems) = self.new_array_slots(len, stride_words)?;
+        // SAFETY: the array has exactly `words.len()` element slots.
+        unsafe { std::ptr::copy_nonoverlapping(words.as_ptr() as *const u64, elems, words.len()) };
+        Ok(Word::from_ptr(array))
+    }
+
+    /// An `Array Real`.
+    pub fn array_f64(&mut self, xs: &[f64]) -> Result<Word, NativeError> {
+        let words: Vec<Word> = xs.iter().map(|x| Word::from_f64(*x)).collect();
+        self.array_from_words(1, &words)
+    }
+
+    /// A record holding `words` in order.
+    pub fn record(&mut self, words: &[Word]) -> Result<Word, NativeError> {
+        let p = self.alloc(8 * words.len() as i64)?;
+        // SAFETY: `p` has room for the words.
+        unsafe { std::ptr::copy_nonoverlapping(words.as_ptr() as *const u64, p as *mut u64, words.len()) };
+        Ok(Word::from_ptr(p))
+    }
+}
+
+/// The length and element words of an array whose elements are `stride_words` slots.
+///
+/// # Safety
+/// `array` must point to a live array laid out as `anf::ir::layout` says, with that stride.
+pub unsafe fn read_array(array: Word, stride_words: usize) -> (usize, Vec<Word>) {
+    let p = array.as_ptr::<i64>();
+    let len = (*p).max(0) as usize;
+    let elems = p.add(HEADER_WORDS) as *const Word;
+    (len, std::slice::from_raw_parts(elems, len * stride_words).to_vec())
+}
+
+/// The elements of an `Array Real`.
+///
+/// # Safety
+/// As for [`read_array`].
+pub unsafe fn read_f64_array(array: Word) -> Vec<f64> {
+    read_array(array, 1).1.into_iter().map(Word::as_f64).collect()
+}
+
+/// The `n` words of a record.
+///
+/// # Safety
+/// `record` must point to at least `n` live slots.
+pub unsafe fn read_record(record: Word, n: usize) -> Vec<Word> {
+    std::slice::from_raw_parts(record.as_ptr::<Word>(), n).to_vec()
+}
+
+/// The bag behind a bag word.
+///
+/// # Safety
+/// `bag` must come from a live context's `new_bag` (or a support function) and outlive `'a`.
+pub unsafe fn bag_ref<'a>(bag: Word) -> &'a Bag {
+    &*bag.as_ptr::<Bag>()
+}
+
+/// The map behind a map word.
+///
+/// # Safety
+/// As for [`bag_ref`].
+pub unsafe fn map_ref<'a>(map: Word) -> &'a Map {
+    &*map.as_ptr::<Map>()
+}
+
+/// The support table for the JIT: every function of `anf::ir::support` plus the intrinsics.
+pub fn support_table() -> SupportTable {
+    let mut t = SupportTable::new();
+    for d in anf::ir::support::SUPPORT {
+        if let Some(addr) = address(d.name) {
+            t.add(d.name, addr, d.params, d.rets, d.fallible);
+        }
+    }
+    let trap = jit::abi::trap_signature();
+    t.add(jit::TRAP_SYMBOL, support::nabla_trap as *const u8, &trap.params, &trap.rets, false);
+    let alloc = jit::abi::alloc_signature();
+    t.add(jit::ALLOC_SYMBOL, support::nabla_alloc as *const u8, &alloc.params, &alloc.rets, true);
+    t
+}

@@ -1,0 +1,250 @@
+//! The `extern "C"` support functions compiled code calls (catalogue: `anf::ir::support`). Each
+//! takes the call context first. None lets a panic cross the FFI boundary: bodies that could
+//! panic run under `catch_unwind`, and every failure becomes the context's error and status.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use anf::ir::TrapCode;
+use jit::CtxHeader;
+
+use super::collections::{width, Bag, Map};
+use super::{CallCtx, NativeError, STATUS_PANIC};
+
+/// Runs `f` on the context; a failure or a panic records an error and gives `fallback`.
+///
+/// # Safety
+/// `ctx` must be the header of a live `CallCtx`.
+pub(super) unsafe fn guard<T>(
+    ctx: *mut CtxHeader,
+    fallback: T,
+    f: impl FnOnce(&mut CallCtx) -> Result<T, NativeError>,
+) -> T {
+    let cx = ctx as *mut CallCtx;
+    let result = catch_unwind(AssertUnwindSafe(|| f(&mut *cx)));
+    match result {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => {
+            (*cx).fail(e);
+            fallback
+        }
+        Err(_) => {
+            (*cx).fail(NativeError::new(STATUS_PANIC, "internal error: a runtime support function panicked"));
+            fallback
+        }
+    }
+}
+
+/// The `n` words at `p` (nothing for `n == 0`, whatever `p` is).
+///
+/// # Safety
+/// For `n > 0`, `p` must point to `n` readable, aligned words that outlive the borrow.
+unsafe fn words<'a>(p: *const u64, n: usize) -> &'a [u64] {
+    if n == 0 {
+        &[]
+    } else {
+        std::slice::from_raw_parts(p, n)
+    }
+}
+
+/// Records a trap reported by compiled code (`anf::ir::TrapCode` and its payload).
+pub unsafe extern "C" fn nabla_trap(ctx: *mut CtxHeader, code: i64, a: i64, b: i64) {
+    let message = match TrapCode::from_code(code) {
+        Some(t) => t.message(a, b),
+        None => format!("internal error: unknown trap code {code}"),
+    };
+    guard(ctx, (), |_| Err(NativeError::new(code, message)))
+}
+
+/// The arena's slow path: a new chunk, or null and an out-of-memory error.
+pub unsafe extern "C" fn nabla_alloc(ctx: *mut CtxHeader, bytes: i64) -> *mut u8 {
+    guard(ctx, std::ptr::null_mut(), |cx| cx.alloc(bytes))
+}
+
+/// `sin`.
+pub unsafe extern "C" fn nabla_sin(_ctx: *mut CtxHeader, x: f64) -> f64 {
+    x.sin()
+}
+/// `cos`.
+pub unsafe extern "C" fn nabla_cos(_ctx: *mut CtxHeader, x: f64) -> f64 {
+    x.cos()
+}
+/// `tan`.
+pub unsafe extern "C" fn nabla_tan(_ctx: *mut CtxHeader, x: f64) -> f64 {
+    x.tan()
+}
+/// `exp`.
+pub unsafe extern "C" fn nabla_exp(_ctx: *mut CtxHeader, x: f64) -> f64 {
+    x.exp()
+}
+/// `log` (natural).
+pub unsafe extern "C" fn nabla_log(_ctx: *mut CtxHeader, x: f64) -> f64 {
+    x.ln()
+}
+/// `tanh`.
+pub unsafe extern "C" fn nabla_tanh(_ctx: *mut CtxHeader, x: f64) -> f64 {
+    x.tanh()
+}
+/// `sigmoid x = 1 / (1 + exp (-x))`.
+pub unsafe extern "C" fn nabla_sigmoid(_ctx: *mut CtxHeader, x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+/// `x ^ y` on reals.
+pub unsafe extern "C" fn nabla_pow(_ctx: *mut CtxHeader, x: f64, y: f64) -> f64 {
+    x.powf(y)
+}
+
+/// A new empty bag of keys `key_words` wide.
+pub unsafe extern "C" fn nabla_bag_new(ctx: *mut CtxHeader, key_words: i64) -> *mut Bag {
+    guard(ctx, std::ptr::null_mut(), |cx| Ok(cx.new_bag(Bag::new(width(key_words)?))))
+}
+
+/// Adds `mult` copies of the key at `key` to a fresh bag, in place.
+pub unsafe extern "C" fn nabla_bag_insert(ctx: *mut CtxHeader, bag: *mut Bag, key: *const u64, mult: i64) {
+    guard(ctx, (), |_| {
+        let bag = &mut *bag;
+        Ok(bag.insert(words(key, bag.key_words()), mult)?)
+    })
+}
+
+/// A new bag, the sum of two.
+pub unsafe extern "C" fn nabla_bag_merge(ctx: *mut CtxHeader, a: *const Bag, b: *const Bag) -> *mut Bag {
+    guard(ctx, std::ptr::null_mut(), |cx| {
+        let merged = (*a).merge(&*b)?;
+        Ok(cx.new_bag(merged))
+    })
+}
+
+/// A new bag with every multiplicity negated.
+pub unsafe extern "C" fn nabla_bag_negate(ctx: *mut CtxHeader, a: *const Bag) -> *mut Bag {
+    guard(ctx, std::ptr::null_mut(), |cx| {
+        let negated = (*a).negate()?;
+        Ok(cx.new_bag(negated))
+    })
+}
+
+/// A new bag equal to `a` (to update without touching `a`).
+pub unsafe extern "C" fn nabla_bag_clone(ctx: *mut CtxHeader, a: *const Bag) -> *mut Bag {
+    guard(ctx, std::ptr::null_mut(), |cx| Ok(cx.new_bag((*a).clone())))
+}
+
+/// The multiplicity of the key at `key`.
+pub unsafe extern "C" fn nabla_bag_count(_ctx: *mut CtxHeader, bag: *const Bag, key: *const u64) -> i64 {
+    let bag = &*bag;
+    bag.count(words(key, bag.key_words()))
+}
+
+/// The number of distinct keys with a nonzero multiplicity.
+pub unsafe extern "C" fn nabla_bag_len(_ctx: *mut CtxHeader, bag: *const Bag) -> i64 {
+    (*bag).len() as i64
+}
+
+/// An arena array of `{key words, multiplicity}` records sorted by key.
+pub unsafe extern "C" fn nabla_bag_entries(ctx: *mut CtxHeader, bag: *const Bag) -> *mut u8 {
+    guard(ctx, std::ptr::null_mut(), |cx| {
+        let bag = &*bag;
+        let kw = bag.key_words();
+        let entries = bag.sorted_entries();
+        let (array, elems) = cx.new_array_slots(entries.len(), kw + 1)?;
+        for (i, (k, m)) in entries.iter().enumerate() {
+            let rec = elems.add(i * (kw + 1));
+            std::ptr::copy_nonoverlapping(k.as_ptr(), rec, kw);
+            rec.add(kw).write(*m as u64);
+        }
+        Ok(array)
+    })
+}
+
+/// A new empty map with the given key and value widths.
+pub unsafe extern "C" fn nabla_map_new(ctx: *mut CtxHeader, key_words: i64, value_words: i64) -> *mut Map {
+    guard(ctx, std::ptr::null_mut(), |cx| Ok(cx.new_map(Map::new(width(key_words)?, width(value_words)?))))
+}
+
+/// Binds the key at `key` to the value at `value` in a fresh map, in place.
+pub unsafe extern "C" fn nabla_map_set(ctx: *mut CtxHeader, map: *mut Map, key: *const u64, value: *const u64) {
+    guard(ctx, (), |_| {
+        let map = &mut *map;
+        Ok(map.set(words(key, map.key_words()), words(value, map.value_words()))?)
+    })
+}
+
+/// Unbinds the key at `key` in a fresh map, in place.
+pub unsafe extern "C" fn nabla_map_remove(ctx: *mut CtxHeader, map: *mut Map, key: *const u64) {
+    guard(ctx, (), |_| {
+        let map = &mut *map;
+        map.remove(words(key, map.key_words()));
+        Ok(())
+    })
+}
+
+/// A new map equal to `a`.
+pub unsafe extern "C" fn nabla_map_clone(ctx: *mut CtxHeader, a: *const Map) -> *mut Map {
+    guard(ctx, std::ptr::null_mut(), |cx| Ok(cx.new_map((*a).clone())))
+}
+
+/// Copies the value bound to the key at `key` to `out` and gives 1, or gives 0 if unbound.
+pub unsafe extern "C" fn nabla_map_get(_ctx: *mut CtxHeader, map: *const Map, key: *const u64, out: *mut u64) -> u8 {
+    let map = &*map;
+    match map.get(words(key, map.key_words())) {
+        Some(v) => {
+            if !v.is_empty() {
+                std::ptr::copy_nonoverlapping(v.as_ptr(), out, v.len());
+            }
+            1
+        }
+        None => 0,
+    }
+}
+
+/// The number of keys.
+pub unsafe extern "C" fn nabla_map_len(_ctx: *mut CtxHeader, map: *const Map) -> i64 {
+    (*map).len() as i64
+}
+
+/// An arena array of `{key words, value words}` records sorted by key.
+pub unsafe extern "C" fn nabla_map_entries(ctx: *mut CtxHeader, map: *const Map) -> *mut u8 {
+    guard(ctx, std::ptr::null_mut(), |cx| {
+        let map = &*map;
+        let (kw, vw) = (map.key_words(), map.value_words());
+        let entries = map.sorted_entries();
+        let (array, elems) = cx.new_array_slots(entries.len(), kw + vw)?;
+        for (i, (k, v)) in entries.iter().enumerate() {
+            let rec = elems.add(i * (kw + vw));
+            std::ptr::copy_nonoverlapping(k.as_ptr(), rec, kw);
+            std::ptr::copy_nonoverlapping(v.as_ptr(), rec.add(kw), vw);
+        }
+        Ok(array)
+    })
+}
+
+/// The address of support function `name`.
+pub fn address(name: &str) -> Option<*const u8> {
+    let p = match name {
+        "nabla_sin" => nabla_sin as *const u8,
+        "nabla_cos" => nabla_cos as *const u8,
+        "nabla_tan" => nabla_tan as *const u8,
+        "nabla_exp" => nabla_exp as *const u8,
+        "nabla_log" => nabla_log as *const u8,
+        "nabla_tanh" => nabla_tanh as *const u8,
+        "nabla_sigmoid" => nabla_sigmoid as *const u8,
+        "nabla_pow" => nabla_pow as *const u8,
+        "nabla_bag_new" => nabla_bag_new as *const u8,
+        "nabla_bag_insert" => nabla_bag_insert as *const u8,
+        "nabla_bag_merge" => nabla_bag_merge as *const u8,
+        "nabla_bag_negate" => nabla_bag_negate as *const u8,
+        "nabla_bag_clone" => nabla_bag_clone as *const u8,
+        "nabla_bag_count" => nabla_bag_count as *const u8,
+        "nabla_bag_len" => nabla_bag_len as *const u8,
+        "nabla_bag_entries" => nabla_bag_entries as *const u8,
+        "nabla_map_new" => nabla_map_new as *const u8,
+        "nabla_map_set" => nabla_map_set as *const u8,
+        "nabla_map_remove" => nabla_map_remove as *const u8,
+        "nabla_map_clone" => nabla_map_clone as *const u8,
+        "nabla_map_get" => nabla_map_get as *const u8,
+        "nabla_map_len" => nabla_map_len as *const u8,
+        "nabla_map_entries" => nabla_map_entries as *const u8,
+        jit::TRAP_SYMBOL => nabla_trap as *const u8,
+        jit::ALLOC_SYMBOL => nabla_alloc as *const u8,
+        _ => return None,
+    };
+    Some(p)
+}
