@@ -85,8 +85,16 @@ impl Printer {
         }
     }
 
-    /// A binder in `fun`/`λ` position: tuple patterns are already parenthesised.
+    /// A binder in `fun`/`λ` position: tuple patterns are already parenthesised. In ASCII mode a
+    /// variable of tuple type carries its type, so projections from it type-check when re-read.
     fn binder(&mut self, p: &Pat) {
+        if let (Mode::Ascii, PatKind::Var(n, _), crate::types::Type::Tuple(ts)) = (self.mode, &p.kind, &p.ty) {
+            if !ts.is_empty() {
+                let t = TypePrinter::new().ty(&p.ty);
+                self.s(&format!("({n} : {t})"));
+                return;
+            }
+        }
         self.pat(p)
     }
 
@@ -263,13 +271,13 @@ impl Printer {
             }
             ExprKind::Pullback(f, w) => {
                 if self.paper() {
-                    // (Ω f)·w
-                    self.open(prec > APP);
+                    // (Ω f)·w — parenthesised when applied, as the paper writes ((Ω f)·w) V
+                    self.open(prec >= APP);
                     self.s("(Ω ");
                     self.expr(f, ATOM);
                     self.s(")·");
                     self.expr(w, ATOM);
-                    self.close(prec > APP);
+                    self.close(prec >= APP);
                 } else {
                     self.open(prec > APP);
                     self.s("pullback ");
@@ -282,14 +290,14 @@ impl Printer {
             ExprKind::Dual(p, s, w) => {
                 if self.paper() {
                     // (λv. S)*·w
-                    self.open(prec > APP);
+                    self.open(prec >= APP);
                     self.s("(λ");
                     self.pat(p);
                     self.s(". ");
                     self.expr(s, TOP);
                     self.s(")*·");
                     self.expr(w, ATOM);
-                    self.close(prec > APP);
+                    self.close(prec >= APP);
                 } else {
                     self.open(prec > APP);
                     self.s("dual (fun ");
