@@ -270,6 +270,51 @@ impl Jit {
         }
     }
 
+    /// The machine code Cranelift makes for function `f` of `m`, as a listing (for tests and
+    /// debugging; nothing is defined in the JIT).
+    pub fn disassemble(&mut self, m: &ir::Module, f: ir::FuncId) -> Result<String, JitError> {
+        if self.poisoned || self.module.is_none() {
+            return Err(JitError::Poisoned);
+        }
+        ir::verify(m).map_err(JitError::Verify)?;
+        let irf = m.funcs.get(f).ok_or_else(|| JitError::Module(format!("{f} is not a function of the module")))?;
+        let needs = Needs::of(m);
+        self.check_support(m, &needs)?;
+        let externs: Vec<ClFuncId> =
+            m.externs.values().map(|e| self.import(&e.name, &e.sig)).collect::<Result<_, _>>()?;
+        let trap_fn = if needs.trap { Some(self.import(TRAP_SYMBOL, &abi::trap_signature())?) } else { None };
+        let alloc_fn = if needs.alloc { Some(self.import(ALLOC_SYMBOL, &abi::alloc_signature())?) } else { None };
+        let call_conv = self.call_conv;
+        let module = self.module.as_mut().ok_or(JitError::Poisoned)?;
+        // Callees are declared (never defined) so calls have something to refer to.
+        let funcs: Vec<ClFuncId> = m
+            .funcs
+            .values()
+            .map(|g| module.declare_anonymous_function(&translate::cl_signature(&g.sig, call_conv)))
+            .collect::<Result<_, _>>()
+            .map_err(module_error)?;
+        let may_fail = may_fail(m);
+        let env =
+            translate::ModuleEnv { ir: m, funcs: &funcs, externs: &externs, trap_fn, alloc_fn, may_fail: &may_fail };
+        module.clear_context(&mut self.ctx);
+        self.ctx.func.signature = translate::cl_signature(&irf.sig, call_conv);
+        let codegen = |message: String| JitError::Codegen { func: irf.name.clone(), message };
+        if let Err(e) = translate::translate_function(module, &env, irf, &mut self.ctx.func, &mut self.fctx) {
+            self.fctx = FunctionBuilderContext::new();
+            module.clear_context(&mut self.ctx);
+            return Err(codegen(e));
+        }
+        self.ctx.set_disasm(true);
+        let mut ctrl = cranelift_codegen::control::ControlPlane::default();
+        let listing = match self.ctx.compile(module.isa(), &mut ctrl) {
+            Ok(code) => Ok(code.vcode.clone().unwrap_or_default()),
+            Err(e) => Err(codegen(format!("{:?}", e.inner))),
+        };
+        self.ctx.set_disasm(false);
+        module.clear_context(&mut self.ctx);
+        listing
+    }
+
     /// Every extern and needed intrinsic is in the table with the declared signature.
     fn check_support(&self, m: &ir::Module, needs: &Needs) -> Result<(), JitError> {
         let mut wanted: Vec<(String, ir::Signature, bool)> =

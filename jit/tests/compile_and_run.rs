@@ -29,6 +29,7 @@ impl TestCtx {
         })
     }
 
+    /// The pointer compiled code takes.
     fn header(&mut self) -> *mut CtxHeader {
         &mut self.header
     }
@@ -60,6 +61,7 @@ unsafe extern "C" fn test_alloc(ctx: *mut CtxHeader, bytes: i64) -> *mut u8 {
     start
 }
 
+/// An infallible support function.
 unsafe extern "C" fn test_sin(_ctx: *mut CtxHeader, x: f64) -> f64 {
     x.sin()
 }
@@ -83,6 +85,7 @@ fn table() -> SupportTable {
     t
 }
 
+/// A JIT over the test runtime.
 fn jit() -> Jit {
     Jit::new(JitConfig::default(), table()).expect("host ISA")
 }
@@ -221,6 +224,19 @@ fn loops_run_natively() {
     assert_eq!(r[0].as_f64(), 9.0);
     let len = unsafe { *arr.as_ptr::<i64>() };
     assert_eq!(len, 4);
+}
+
+#[test]
+fn a_loop_compiles_to_a_native_loop_without_calls() {
+    let mut j = jit();
+    let m = parse(LOOPS).unwrap();
+    let calls = |listing: &str| listing.lines().filter(|l| l.trim_start().starts_with("call")).count();
+    let listing = j.disassemble(&m, m.func_by_name("triangle").unwrap()).unwrap();
+    assert_eq!(calls(&listing), 0, "{listing}");
+    assert!(listing.lines().count() < 40, "{listing}");
+    // A bounds-checked loop: the only call is the trap, in a cold block after the loop.
+    let listing = j.disassemble(&m, m.func_by_name("sum").unwrap()).unwrap();
+    assert_eq!(calls(&listing), 1, "{listing}");
 }
 
 #[test]

@@ -160,10 +160,12 @@ struct FuncState {
 type PResult<T> = Result<T, ParseError>;
 
 impl Parser {
+    /// The current token.
     fn peek(&self) -> &Tok {
         &self.toks[self.pos].tok
     }
 
+    /// Consumes and returns the current token (stays on `Eof`).
     fn next(&mut self) -> Tok {
         let t = self.toks[self.pos].tok.clone();
         if t != Tok::Eof {
@@ -172,11 +174,13 @@ impl Parser {
         t
     }
 
+    /// An error at the current token.
     fn err<T>(&self, message: impl Into<String>) -> PResult<T> {
         let t = &self.toks[self.pos];
         Err(ParseError { line: t.line, col: t.col, message: message.into() })
     }
 
+    /// A token as an error message names it.
     fn describe(t: &Tok) -> String {
         match t {
             Tok::Word(w) => format!("`{w}`"),
@@ -190,6 +194,7 @@ impl Parser {
         }
     }
 
+    /// Consumes punctuation `c` or fails.
     fn expect_punct(&mut self, c: char) -> PResult<()> {
         if *self.peek() == Tok::Punct(c) {
             self.next();
@@ -199,6 +204,7 @@ impl Parser {
         }
     }
 
+    /// Consumes punctuation `c` if it is next.
     fn eat_punct(&mut self, c: char) -> bool {
         if *self.peek() == Tok::Punct(c) {
             self.next();
@@ -208,6 +214,7 @@ impl Parser {
         }
     }
 
+    /// Consumes keyword `w` or fails.
     fn expect_word(&mut self, w: &str) -> PResult<()> {
         if *self.peek() == Tok::Word(w.to_string()) {
             self.next();
@@ -217,6 +224,7 @@ impl Parser {
         }
     }
 
+    /// Consumes any word.
     fn word(&mut self) -> PResult<String> {
         match self.peek().clone() {
             Tok::Word(w) => {
@@ -227,12 +235,14 @@ impl Parser {
         }
     }
 
+    /// Skips blank lines.
     fn skip_newlines(&mut self) {
         while *self.peek() == Tok::Newline {
             self.next();
         }
     }
 
+    /// Consumes the end of a line (or accepts the end of input).
     fn end_of_line(&mut self) -> PResult<()> {
         match self.peek() {
             Tok::Newline => {
@@ -244,6 +254,7 @@ impl Parser {
         }
     }
 
+    /// A type name.
     fn ty(&mut self) -> PResult<Type> {
         let w = self.word()?;
         match Type::from_name(&w) {
@@ -318,6 +329,7 @@ impl Parser {
         Ok(())
     }
 
+    /// Second pass: externs, tags and function bodies in order.
     fn module_items(&mut self) -> PResult<()> {
         let mut next_func = 0usize;
         loop {
@@ -374,6 +386,7 @@ impl Parser {
         self.end_of_line()
     }
 
+    /// A `@name` of a declared function.
     fn func_ref(&mut self) -> PResult<FuncId> {
         match self.next() {
             Tok::Func(n) => match self.funcs.get(&n) {
@@ -390,6 +403,7 @@ impl Parser {
         }
     }
 
+    /// A `tN` of a declared tag.
     fn tag_ref(&mut self) -> PResult<TagId> {
         let w = self.word()?;
         match w.strip_prefix('t').and_then(|n| n.parse::<u32>().ok()) {
@@ -429,6 +443,7 @@ impl Parser {
         Ok(())
     }
 
+    /// Every value and block the function used is defined (first offender by position).
     fn check_all_defined(&self, st: &FuncState) -> PResult<()> {
         let mut missing: Vec<(u32, u32, String)> = Vec::new();
         for (v, &(line, col)) in &st.value_used_at {
@@ -473,6 +488,7 @@ impl Parser {
         }
     }
 
+    /// Makes sure the arena has block `b` (holes stay out of the layout).
     fn ensure_block(st: &mut FuncState, b: Block) {
         while st.func.blocks.len() <= b.index() {
             st.func.blocks.push(BlockData::default());
@@ -500,6 +516,7 @@ impl Parser {
         Ok(())
     }
 
+    /// Parses `bN`.
     fn block_number(&mut self) -> PResult<Block> {
         let w = self.word()?;
         match w.strip_prefix('b').and_then(|n| n.parse::<u32>().ok()) {
@@ -572,6 +589,7 @@ impl Parser {
         self.end_of_line()
     }
 
+    /// `n` comma-separated value operands.
     fn operands(&mut self, st: &mut FuncState, n: usize) -> PResult<Vec<Value>> {
         let mut vs = Vec::new();
         for i in 0..n {
@@ -635,6 +653,7 @@ impl Parser {
         }
     }
 
+    /// A numeric literal of type `T` (`what` names it in errors).
     fn number<T: std::str::FromStr>(&mut self, what: &str) -> PResult<T> {
         match self.next() {
             Tok::Num(n) => match n.parse::<T>() {
@@ -651,6 +670,7 @@ impl Parser {
         }
     }
 
+    /// A float literal, decimal or `0x` bits.
     fn f64_bits(&mut self) -> PResult<u64> {
         match self.next() {
             Tok::Num(n) => {
@@ -671,6 +691,7 @@ impl Parser {
         }
     }
 
+    /// A comparison condition.
     fn cmp(&mut self) -> PResult<Cmp> {
         let w = self.word()?;
         let c = match w.as_str() {

@@ -294,6 +294,7 @@ struct FuncVerifier<'a> {
 }
 
 impl<'a> FuncVerifier<'a> {
+    /// A verifier for `func` reporting into `errs`.
     fn new(module: &'a Module, func: &'a Function, errs: &'a mut Vec<VerifyError>) -> FuncVerifier<'a> {
         FuncVerifier {
             module,
@@ -306,6 +307,7 @@ impl<'a> FuncVerifier<'a> {
         }
     }
 
+    /// Reports an error at the current instruction.
     fn report(&mut self, kind: VerifyErrorKind) {
         let (block, inst) = match self.cur {
             Some((b, i)) => (Some(b), Some(i)),
@@ -315,6 +317,7 @@ impl<'a> FuncVerifier<'a> {
         self.errs.push(VerifyError { func: Some(self.func.name.clone()), block, inst, inst_text, kind });
     }
 
+    /// Reports an error about block `b` as a whole.
     fn report_block(&mut self, b: Block, kind: VerifyErrorKind) {
         self.errs.push(VerifyError {
             func: Some(self.func.name.clone()),
@@ -325,6 +328,7 @@ impl<'a> FuncVerifier<'a> {
         });
     }
 
+    /// Checks the whole function.
     fn run(&mut self) {
         let f = self.func;
         let Some(entry) = f.entry() else {
@@ -436,6 +440,7 @@ impl<'a> FuncVerifier<'a> {
         }
     }
 
+    /// Operands defined and dominating, operand and result types of one instruction.
     fn check_inst(&mut self, block: Block, index: usize, inst: Inst) {
         let f = self.func;
         let data = &f.insts[inst];
@@ -604,6 +609,7 @@ impl<'a> FuncVerifier<'a> {
         }
     }
 
+    /// Call arguments against the callee's parameters.
     fn check_args(&mut self, callee: &str, params: &[Type], args: &[Value]) {
         if params.len() != args.len() {
             self.report(VerifyErrorKind::CallArity {
@@ -621,6 +627,7 @@ impl<'a> FuncVerifier<'a> {
         }
     }
 
+    /// A branch target exists, is not the entry, and gets arguments of its parameters' types.
     fn check_block_call(&mut self, bc: &BlockCall) {
         let f = self.func;
         if !f.blocks.is_valid(bc.block) || !self.in_layout[bc.block] {
@@ -643,6 +650,7 @@ impl<'a> FuncVerifier<'a> {
         }
     }
 
+    /// Cases are distinct known tags of one closure signature.
     fn check_switch(&mut self, cases: &[(TagId, BlockCall)]) {
         if cases.is_empty() {
             self.report(VerifyErrorKind::EmptySwitch);
