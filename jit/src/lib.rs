@@ -11,6 +11,24 @@
 //! Calling convention (see `anf::ir` for the IR side): every compiled function takes the call
 //! context (`*mut CtxHeader`) first; results beyond two go through a hidden out-pointer; errors
 //! set `CtxHeader::status` and unwind by early returns, checked after each call that may fail.
+//!
+//! ```
+//! use jit::{CtxHeader, Jit, JitConfig, SupportTable, Word};
+//!
+//! let text = "fn @square(f64) -> f64 {\nb0(v0: f64):\n    v1 = fmul v0, v0\n    return v1\n}\n";
+//! let module = anf::ir::parse(text).unwrap();
+//! let square = module.func_by_name("square").unwrap();
+//! // This module neither allocates nor fails, so it needs no support functions.
+//! let mut jit = Jit::new(JitConfig::default(), SupportTable::new()).unwrap();
+//! let compiled = jit.compile(&module, &[square]).unwrap();
+//! let mut ctx = CtxHeader::empty();
+//! let entry = compiled.entry(square).unwrap();
+//! for x in [1.0, 2.5, -3.0] {
+//!     // SAFETY: `ctx` is a valid header and no pointers are passed.
+//!     let r = unsafe { entry.call(&mut ctx, &[Word::from_f64(x)]) }.unwrap();
+//!     assert_eq!(r[0].as_f64(), x * x);
+//! }
+//! ```
 
 pub mod abi;
 mod translate;

@@ -632,3 +632,79 @@ b2(v2: i64):
     let mut ctx = TestCtx::new(0);
     assert_eq!(call(&m, &c, &mut ctx, "f", &[Word::from_i64(7)]).unwrap()[0].as_i64(), 7);
 }
+
+#[test]
+fn a_cranelift_failure_is_an_error_and_the_jit_stays_usable() {
+    // With the IR verifier off, a type error reaches Cranelift, whose verifier rejects it.
+    let config = JitConfig { verify_ir: false, cranelift_verifier: true };
+    let mut j = Jit::new(config, table()).unwrap();
+    let bad = parse(
+        "\
+fn @good(i64) -> i64 {
+b0(v0: i64):
+    return v0
+}
+
+fn @bad(f64) -> i64 {
+b0(v0: f64):
+    v1 = call @good(v0)
+    return v1
+}
+",
+    )
+    .unwrap();
+    let all: Vec<FuncId> = bad.funcs.keys().collect();
+    let e = j.compile(&bad, &all).unwrap_err();
+    assert!(matches!(&e, JitError::Codegen { func, .. } if func == "bad"), "{e}");
+    let (m, c) = compile(&mut j, DIVISION);
+    let mut ctx = TestCtx::new(0);
+    assert_eq!(call(&m, &c, &mut ctx, "div", &[Word::from_i64(9), Word::from_i64(3)]).unwrap()[0].as_i64(), 3);
+}
+
+/// A small deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    /// A number below `n` (> 0).
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n as u64) as usize
+    }
+}
+
+#[test]
+fn every_module_that_verifies_compiles() {
+    // Reorder, duplicate and drop lines of valid modules; whatever still verifies must compile.
+    let sources = [LOOPS, CLOSURES, SUPPORT_CALLS, DIVISION];
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut j = jit();
+    let mut compiled = 0;
+    for round in 0..600 {
+        let src = sources[round % sources.len()];
+        let mut lines: Vec<&str> = src.lines().collect();
+        for _ in 0..1 + rng.below(2) {
+            let i = rng.below(lines.len());
+            match rng.below(3) {
+                0 => {
+                    lines.remove(i);
+                }
+                1 => lines.insert(rng.below(lines.len()), lines[i]),
+                _ => {
+                    let l = lines.remove(i);
+                    lines.insert(rng.below(lines.len()), l);
+                }
+            }
+        }
+        let text = lines.join("\n") + "\n";
+        let Ok(m) = parse(&text) else { continue };
+        if ir::verify(&m).is_err() {
+            continue;
+        }
+        let all: Vec<FuncId> = m.funcs.keys().collect();
+        j.compile(&m, &all).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        compiled += 1;
+    }
+    assert!(compiled > 20, "only {compiled} mutants verified");
+}

@@ -542,8 +542,8 @@ impl Function {
 
     /// The last instruction of `block` if it is a terminator.
     pub fn terminator(&self, block: Block) -> Option<&Op> {
-        let last = *self.blocks[block].insts.last()?;
-        let op = &self.insts[last].op;
+        let last = *self.blocks.get(block)?.insts.last()?;
+        let op = &self.insts.get(last)?.op;
         op.is_terminator().then_some(op)
     }
 }

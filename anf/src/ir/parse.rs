@@ -331,17 +331,14 @@ impl Parser {
 
     /// Second pass: externs, tags and function bodies in order.
     fn module_items(&mut self) -> PResult<()> {
-        let mut next_func = 0usize;
+        let mut defined = vec![false; self.module.funcs.len()];
         loop {
             self.skip_newlines();
             match self.peek().clone() {
                 Tok::Eof => return Ok(()),
                 Tok::Word(w) if w == "extern" => self.extern_decl()?,
                 Tok::Word(w) if w == "tag" => self.tag_decl()?,
-                Tok::Word(w) if w == "fn" => {
-                    self.function(FuncId::new(next_func))?;
-                    next_func += 1;
-                }
+                Tok::Word(w) if w == "fn" => self.function(&mut defined)?,
                 t => return self.err(format!("expected `extern`, `tag` or `fn`, found {}", Self::describe(&t))),
             }
         }
@@ -416,9 +413,18 @@ impl Parser {
     }
 
     /// `fn @name(sig) {` blocks `}`
-    fn function(&mut self, id: FuncId) -> PResult<()> {
+    fn function(&mut self, defined: &mut [bool]) -> PResult<()> {
         self.expect_word("fn")?;
-        self.next(); // the name, checked by `declare_functions`
+        // The first pass declared every header at the top level; anything else is misplaced.
+        let id = match self.peek() {
+            Tok::Func(n) => self.funcs.get(n).copied(),
+            _ => None,
+        };
+        let Some(id) = id.filter(|id| !defined[id.index()]) else {
+            return self.err("a function definition must start a line outside any other function");
+        };
+        defined[id.index()] = true;
+        self.next();
         let sig = self.signature()?;
         self.expect_punct('{')?;
         self.end_of_line()?;

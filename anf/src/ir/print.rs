@@ -42,14 +42,19 @@ pub fn print_function(module: &Module, func: &Function) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "fn @{}{} {{", func.name, sig_text(&func.sig));
     for &b in &func.layout {
-        let params = &func.blocks[b].params;
+        let Some(data) = func.blocks.get(b) else {
+            let _ = writeln!(out, "; {b} is not a block of this function");
+            continue;
+        };
+        let params = &data.params;
         if params.is_empty() {
             let _ = writeln!(out, "{b}:");
         } else {
-            let ps: Vec<String> = params.iter().map(|v| format!("{v}: {}", func.values[*v].ty)).collect();
+            let ty = |v: &Value| func.values.get(*v).map_or("?", |d| d.ty.name());
+            let ps: Vec<String> = params.iter().map(|v| format!("{v}: {}", ty(v))).collect();
             let _ = writeln!(out, "{b}({}):", ps.join(", "));
         }
-        for &inst in &func.blocks[b].insts {
+        for &inst in &data.insts {
             let _ = writeln!(out, "    {}", inst_text(module, func, inst));
         }
     }
@@ -83,7 +88,7 @@ fn func_name(module: &Module, f: super::FuncId) -> String {
 
 /// One instruction, results included.
 pub fn inst_text(module: &Module, func: &Function, inst: Inst) -> String {
-    let data = &func.insts[inst];
+    let Some(data) = func.insts.get(inst) else { return format!("; {inst} is not an instruction") };
     let body = op_text(module, func, &data.op, &data.results);
     if data.results.is_empty() {
         body
@@ -182,7 +187,7 @@ fn op_text(module: &Module, func: &Function, op: &Op, results: &[Value]) -> Stri
         Op::Fcmp(c, x, y) => format!("fcmp {} {x}, {y}", cmp_name(*c)),
         Op::Select(c, x, y) => {
             // The result's type; a select without a result (broken IR) prints as i64.
-            let ty = results.first().map_or(Type::I64, |r| func.values[*r].ty);
+            let ty = results.first().and_then(|r| func.values.get(*r)).map_or(Type::I64, |d| d.ty);
             format!("select.{ty} {c}, {x}, {y}")
         }
         Op::Load(ty, p, off) => format!("load.{ty} {}", address(*p, *off)),

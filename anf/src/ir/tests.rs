@@ -530,3 +530,96 @@ b3:
     assert!(d.dominates(b(1), b(2)) && d.dominates(b(1), b(3)) && !d.dominates(b(2), b(3)));
     assert_eq!(d.idom(b(3)), Some(b(1)));
 }
+
+/// A small deterministic generator (xorshift64*), so fuzz-style tests are reproducible.
+struct Rng(u64);
+
+impl Rng {
+    /// The next pseudo-random number.
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    /// A number below `n` (> 0).
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// `text` with one random edit: a deletion, an insertion of a token, or a line moved.
+fn mutate(rng: &mut Rng, text: &str) -> String {
+    const TOKENS: &[&str] = &[
+        "v3",
+        "v41",
+        "b1",
+        "b9",
+        "t0",
+        "t7",
+        ",",
+        "(",
+        ")",
+        "{",
+        "}",
+        "[",
+        "]",
+        ":",
+        "=",
+        "\n",
+        "fn ",
+        "@apply",
+        "$nabla_sin",
+        "iconst ",
+        "-",
+        "+8",
+        "0x",
+        "1e",
+        "select.ptr ",
+        "jump b0",
+        "return",
+        "ptr",
+        "bool",
+    ];
+    let chars: Vec<char> = text.chars().collect();
+    let at = rng.below(chars.len() + 1);
+    match rng.below(3) {
+        0 => {
+            let end = (at + 1 + rng.below(8)).min(chars.len());
+            chars[..at].iter().chain(&chars[end.max(at)..]).collect()
+        }
+        1 => {
+            let tok = TOKENS[rng.below(TOKENS.len())];
+            chars[..at].iter().collect::<String>() + tok + &chars[at..].iter().collect::<String>()
+        }
+        _ => {
+            let mut lines: Vec<&str> = text.lines().collect();
+            let (i, j) = (rng.below(lines.len()), rng.below(lines.len()));
+            let line = lines.remove(i);
+            lines.insert(j, line);
+            lines.join("\n") + "\n"
+        }
+    }
+}
+
+#[test]
+fn mutated_text_never_panics_and_what_verifies_round_trips() {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let (mut parsed, mut verified) = (0, 0);
+    for _ in 0..3000 {
+        let mut text = EVERYTHING.to_string();
+        for _ in 0..1 + rng.below(3) {
+            text = mutate(&mut rng, &text);
+        }
+        let Ok(m) = parse(&text) else { continue };
+        parsed += 1;
+        let printed = print(&m);
+        if verify(&m).is_ok() {
+            verified += 1;
+            let again = parse(&printed).unwrap_or_else(|e| panic!("{e}\n{printed}"));
+            assert_eq!(print(&again), printed);
+        }
+    }
+    // The edits must exercise both the parser's and the verifier's error paths.
+    assert!(parsed > 100 && verified > 30 && verified < parsed, "parsed {parsed}, verified {verified}");
+}

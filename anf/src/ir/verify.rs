@@ -335,7 +335,11 @@ impl<'a> FuncVerifier<'a> {
             self.report(VerifyErrorKind::NoEntryBlock);
             return;
         };
-        let entry_types: Vec<Type> = f.blocks[entry].params.iter().map(|v| self.value_type(*v)).collect();
+        let Some(entry_data) = f.blocks.get(entry) else {
+            self.report_block(entry, VerifyErrorKind::BlockListedTwice(entry));
+            return;
+        };
+        let entry_types: Vec<Type> = entry_data.params.iter().map(|v| self.value_type(*v)).collect();
         if entry_types != f.sig.params {
             self.report_block(
                 entry,
