@@ -308,9 +308,11 @@ impl Jit {
         let funcs: Vec<ClFuncId> = m
             .funcs
             .values()
-            .map(|g| module.declare_anonymous_function(&translate::cl_signature(&g.sig, call_conv)))
-            .collect::<Result<_, _>>()
-            .map_err(module_error)?;
+            .map(|g| {
+                let sig = translate::cl_signature(&g.sig, call_conv);
+                module.declare_anonymous_function(&sig).map_err(module_error)
+            })
+            .collect::<Result<_, _>>()?;
         let may_fail = may_fail(m);
         let env =
             translate::ModuleEnv { ir: m, funcs: &funcs, externs: &externs, trap_fn, alloc_fn, may_fail: &may_fail };
