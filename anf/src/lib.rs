@@ -2,5 +2,6 @@
 //! monomorphisation, A-normalisation (Mak & Ong Sec. 3.2, App. B), closure conversion and
 //! defunctionalisation, lowering, and the IR itself.
 
+pub mod anormal;
 pub mod ir;
 pub mod mono;
