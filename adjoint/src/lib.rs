@@ -1,1 +1,3 @@
-//! adjoint
+//! The differentiation passes: `incremental` (ILC's Derive and the passes after it).
+
+pub mod incremental;

@@ -6,7 +6,7 @@
 
 mod builtins;
 mod groups;
-mod incremental;
+pub mod incremental;
 
 use std::rc::Rc;
 
@@ -41,11 +41,13 @@ pub struct Interp<'p> {
     pub program: &'p MonoProgram,
     pub globals: Vec<Value>,
     depth: u32,
+    /// ILC caches (derived code) and fresh binders (`incremental`).
+    ilc: incremental::State,
 }
 
 impl<'p> Interp<'p> {
     pub fn new(program: &'p MonoProgram) -> Interp<'p> {
-        Interp { program, globals: Vec::new(), depth: 0 }
+        Interp { program, globals: Vec::new(), depth: 0, ilc: incremental::State::default() }
     }
 
     /// Evaluates every definition in order (each is a value computed once).
@@ -179,9 +181,7 @@ impl<'p> Interp<'p> {
             ExprKind::Pullback(..) | ExprKind::Dual(..) => {
                 return Err(Diagnostic::error(e.span, "the interpreter does not evaluate pullbacks and dual maps yet"))
             }
-            ExprKind::Derive(..) => {
-                return Err(Diagnostic::error(e.span, "the interpreter does not evaluate `derive` yet"))
-            }
+            ExprKind::Derive(a) => incremental::eval_derive(self, a, e.span)?,
             ExprKind::Ann(a, _) => self.eval(a, env)?,
             ExprKind::Zero | ExprKind::Sum(..) => {
                 return Err(Diagnostic::error(e.span, "internal: a semantic term reached the evaluator"))
@@ -268,7 +268,8 @@ impl<'p> Interp<'p> {
                 // a ⊕ gchange g dv = a ·g dv
                 Change::GChange(g, dv) => group_op(self, g, a, dv, span),
             },
-            _ => Err(Diagnostic::error(span, "`<+>` on function values is not supported by the interpreter yet")),
+            (Type::Fun(..), _, _) => incremental::oplus_fun(self, a, da, ty, span),
+            _ => Err(Diagnostic::error(span, format!("internal: `<+>` applied to {a} and {da}"))),
         }
     }
 
@@ -282,16 +283,9 @@ impl<'p> Interp<'p> {
                 }
                 Ok(Value::tuple(out))
             }
-            (Type::Fun(..), _, _) => {
-                Err(Diagnostic::error(span, "`<->` on function values is not supported by the interpreter yet"))
-            }
+            (Type::Fun(..), _, _) => incremental::ominus_fun(self, b, a, ty, span),
             _ => {
-                let g = match ty {
-                    Type::Int => Some(Group::Int),
-                    Type::Real => Some(Group::Real),
-                    Type::Bag(_) => Some(Group::Bag),
-                    _ => None,
-                };
+                let g = incremental::canonical_group(ty);
                 Ok(Value::Change(Rc::new(match g {
                     Some(g) => {
                         let g = Rc::new(g);
