@@ -1,6 +1,7 @@
 //! The `nabla` command line (LANGUAGE.md §8). It is the only place that reads files and renders
 //! diagnostics. Exit status: 0 success, 1 an error in the program or its data, 2 a usage error.
 
+mod ilc_cli;
 mod repl;
 
 use std::process::ExitCode;
@@ -16,6 +17,9 @@ usage: nabla <command> [arguments]
 commands:
   run FILE [--interp]   evaluate `main` (compiled by default; --interp uses the reference interpreter)
   check FILE            print each definition's inferred type
+  derive FILE DEF       print DEF's derivative (ILC) and whether it is self-maintainable
+  incr FILE DEF --input F --changes F
+                        keep DEF's output up to date under a stream of input changes
   repl                  read-eval-print loop
   help                  print this message
 ";
@@ -79,6 +83,8 @@ fn dispatch(args: &[String]) -> Result<String, Failure> {
             })?;
             Ok(frontend::signatures(&program))
         }
+        "derive" => ilc_cli::derive(rest),
+        "incr" => ilc_cli::incr(rest),
         "repl" => {
             if !rest.is_empty() {
                 return Err(Failure::Usage("`repl` takes no arguments".into()));

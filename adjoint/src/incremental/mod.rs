@@ -255,7 +255,7 @@ fn derive_strict(e: &E, cx: &mut Cx) -> Result<E, Diagnostic> {
         let dvx = var("dv".into(), dv, dc.ty.clone(), c.span);
         binds.push((pat_var("v".into(), v, c.ty.clone(), c.span), base(c, cx)));
         binds.push((pat_var("dv".into(), dv, dc.ty.clone(), c.span), dc));
-        news.push(oplus(vx.clone(), dvx, c.span));
+        news.push(oplus(vx.clone(), dvx, span));
         olds.push(vx);
     }
     let mut news = news.into_iter();

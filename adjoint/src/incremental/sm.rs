@@ -46,12 +46,28 @@ pub fn analyse(e: &E, inputs: &[(Name, LocalId)], change_vars: &FxHashSet<LocalI
     }
     a.walk(e, None, false);
     let inputs_read = inputs.iter().any(|(_, x)| a.read_inputs.contains(x));
+    // One reason per construct: the most telling one (a conditional, a recomputation, a derivative
+    // primitive, an update), in source order.
+    let rank = |r: &Reason| {
+        if r.what.starts_with("`if`") {
+            0
+        } else if r.what.contains("recomputed") || r.what.contains("recomputes") {
+            1
+        } else if r.what.starts_with("updating") {
+            3
+        } else {
+            2
+        }
+    };
     let mut reasons: Vec<Reason> = Vec::new();
     for r in a.reasons {
-        if !reasons.iter().any(|q| q.span == r.span && q.what == r.what) {
-            reasons.push(r);
+        match reasons.iter_mut().find(|q| q.span == r.span) {
+            Some(q) if rank(&r) < rank(q) => *q = r,
+            Some(_) => {}
+            None => reasons.push(r),
         }
     }
+    reasons.sort_by_key(|r| (r.span.lo, r.span.hi));
     SmReport { self_maintainable: !inputs_read, reasons }
 }
 
@@ -149,13 +165,16 @@ impl Analysis<'_> {
                     }
                 }
             }
-            ExprKind::Bin(op @ (BinOp::Oplus | BinOp::Ominus), a, b) => {
-                let what = format!(
-                    "{} recomputes from base values (`{}` has no efficient derivative)",
-                    if *op == BinOp::Oplus { "this update" } else { "this difference" },
-                    construct(b)
-                );
+            ExprKind::Bin(BinOp::Ominus, a, b) => {
+                // A generic derivative: the construct at the new inputs minus at the old ones.
+                let what = format!("`{}` has no efficient derivative: its change is recomputed", construct(b));
                 let ctx2 = if in_base { ctx } else { Some((what, e.span)) };
+                self.walk(a, ctx2.clone(), in_base);
+                self.walk(b, ctx2, in_base);
+            }
+            ExprKind::Bin(BinOp::Oplus, a, b) => {
+                let what = "updating a base value with its change reads the value".to_string();
+                let ctx2 = if in_base { ctx } else { ctx.or(Some((what, e.span))) };
                 self.walk(a, ctx2.clone(), in_base);
                 self.walk(b, ctx2, in_base);
             }

@@ -699,3 +699,11 @@ fn group(v: &Value, span: Span) -> EvalResult<Rc<Group>> {
 fn key(v: &Value, span: Span) -> EvalResult<Key> {
     v.to_key().ok_or_else(|| Diagnostic::error(span, format!("internal: expected an equality-typed value, found {v}")))
 }
+
+/// Keeps fresh binders made at run time above `next` (values made by another program, such as a
+/// change literal, may hold closures whose binders go up to there).
+pub fn reserve_locals(it: &mut Interp, next: u32) {
+    if it.ilc.next_local < next {
+        it.ilc.next_local = next;
+    }
+}

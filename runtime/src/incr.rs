@@ -1,0 +1,192 @@
+//! The incremental driver (DESIGN.md §5, ILC Sec. 4): holds the input and output of a definition
+//! `f : A -> B` and keeps the output current under a stream of input changes, using f's derivative.
+//!
+//! An update computes the output change with the self-maintainable fast derivative (base
+//! computations eliminated); if a change falls outside its fast path it runs the total derivative
+//! instead. Then it applies both changes with `⊕`. It is all or nothing: a change that fails leaves
+//! input and output as they were. Changes in built-in groups are applied in place, so an update
+//! costs time proportional to the change, not to the input or output.
+
+use std::rc::Rc;
+
+use adjoint::incremental::{derive_definition, Derivative};
+use anf::mono::MonoProgram;
+use frontend::syntax::DefId;
+use frontend::types::{Type, TypePrinter};
+use frontend::{Diagnostic, Span};
+
+use crate::interp::incremental::{needs_base, reserve_locals};
+use crate::interp::{group_op_into, Interp};
+use crate::value::{Change, Group, Value};
+
+/// Which derivative computed an update.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    /// The derivative after dead-code elimination: it never read a base input.
+    Fast,
+    /// The total derivative (the change needed base values the fast one does not keep).
+    Total,
+}
+
+pub struct Incr<'p> {
+    interp: Interp<'p>,
+    f: Value,
+    fast: Value,
+    total: Value,
+    input_ty: Type,
+    output_ty: Type,
+    input: Value,
+    output: Value,
+    derivative: Derivative,
+}
+
+impl<'p> Incr<'p> {
+    /// Starts from `input`: computes the root definition's output on it.
+    pub fn new(program: &'p MonoProgram, input: Value) -> Result<Incr<'p>, Diagnostic> {
+        let root = program.root();
+        let def = program.def(root);
+        let Type::Fun(a, b) = &def.ty else {
+            return Err(Diagnostic::error(
+                def.body.span,
+                format!("`incr` needs a function `{} : A -> B`, but it has type {}", def.name, def.ty),
+            ));
+        };
+        let (input_ty, output_ty) = ((**a).clone(), (**b).clone());
+        let derivative = derive_definition(program, root)?;
+        let mut interp = Interp::new(program);
+        interp.eval_globals()?;
+        let f = interp.globals[root.0 as usize].clone();
+        // Curried: fed the first input and its change, they leave a change of `B`.
+        let fast = interp.eval(&derivative.fast, &Default::default())?;
+        let total = interp.eval(&derivative.total, &Default::default())?;
+        let output = interp.apply(&f, input.clone(), def.body.span)?;
+        Ok(Incr { interp, f, fast, total, input_ty, output_ty, input, output, derivative })
+    }
+
+    pub fn input(&self) -> &Value {
+        &self.input
+    }
+    pub fn output(&self) -> &Value {
+        &self.output
+    }
+    pub fn input_type(&self) -> &Type {
+        &self.input_ty
+    }
+    pub fn output_type(&self) -> &Type {
+        &self.output_ty
+    }
+    pub fn derivative(&self) -> &Derivative {
+        &self.derivative
+    }
+
+    /// Applies the input change `da : Delta A`: all or nothing.
+    pub fn update(&mut self, da: Value) -> Result<Path, Diagnostic> {
+        let span = Span::SYNTHETIC;
+        let args = vec![self.input.clone(), da.clone()];
+        let (dout, path) = match self.interp.apply_n(&self.fast, args.clone(), span) {
+            Ok(d) => (d, Path::Fast),
+            Err(e) if needs_base(&e) => (self.interp.apply_n(&self.total, args, span)?, Path::Total),
+            Err(e) => return Err(e),
+        };
+        if in_place_safe(&da, &self.input_ty) && in_place_safe(&dout, &self.output_ty) {
+            // Cannot fail: built-in group operations on values of the right types.
+            apply_in_place(&mut self.interp, &mut self.input, &da, &self.input_ty)?;
+            apply_in_place(&mut self.interp, &mut self.output, &dout, &self.output_ty)?;
+        } else {
+            let input = self.interp.oplus(&self.input, &da, &self.input_ty, span)?;
+            let output = self.interp.oplus(&self.output, &dout, &self.output_ty, span)?;
+            self.input = input;
+            self.output = output;
+        }
+        Ok(path)
+    }
+
+    /// `f input`, computed from scratch (for checking the incremental result).
+    pub fn recompute(&mut self) -> Result<Value, Diagnostic> {
+        self.interp.apply(&self.f, self.input.clone(), Span::SYNTHETIC)
+    }
+
+    /// Values made by another program (a change literal) may hold closures whose binders go up
+    /// to `next_local`; run-time derivation must not reuse those.
+    pub fn reserve_locals(&mut self, next_local: u32) {
+        reserve_locals(&mut self.interp, next_local);
+    }
+}
+
+/// Parses and checks one expression of type `ty` and evaluates it (the `--input` file and each line
+/// of the `--changes` file). Only built-in names are in scope. Spans in errors are offsets into
+/// `text` plus `offset`. Returns the value and the literal program's `next_local`.
+pub fn literal(text: &str, ty: &Type, offset: usize) -> Result<(Value, u32), Diagnostic> {
+    let prefix = format!("def literal : {} =\n", TypePrinter::new().ty(ty));
+    let src = format!("{prefix}{text}");
+    let shift = |d: Diagnostic| shift_diag(d, prefix.len(), offset, text.len());
+    let program = frontend::check_source(&src).map_err(shift)?;
+    if program.defs.len() != 1 {
+        let at = program.defs.get(1).map(|d| d.span).unwrap_or(Span::new(0, 0));
+        return Err(shift(Diagnostic::error(at, "expected one expression, found another definition")));
+    }
+    let mono = anf::mono::monomorphise(&program, DefId(0)).map_err(shift)?;
+    let v = crate::interp::run(&mono).map_err(shift)?;
+    Ok((v, mono.next_local))
+}
+
+fn shift_diag(d: Diagnostic, prefix: usize, offset: usize, len: usize) -> Diagnostic {
+    let f = |s: Span| {
+        let lo = (s.lo as usize).saturating_sub(prefix).min(len) + offset;
+        let hi = (s.hi as usize).saturating_sub(prefix).min(len) + offset;
+        Span::new(lo, hi.max(lo))
+    };
+    Diagnostic { span: f(d.span), labels: d.labels.into_iter().map(|(s, t)| (f(s), t)).collect(), ..d }
+}
+
+/// A change that `apply_in_place` applies without any user code, so it cannot fail.
+fn in_place_safe(dv: &Value, ty: &Type) -> bool {
+    match (ty, dv) {
+        (Type::Tuple(ts), Value::Tuple(ds)) => ts.iter().zip(ds.iter()).all(|(t, d)| in_place_safe(d, t)),
+        (Type::Fun(..), _) => false,
+        (_, Value::Change(c)) => match &**c {
+            Change::Replace(_) => true,
+            Change::GChange(g, _) => builtin_group(g),
+        },
+        _ => false,
+    }
+}
+
+fn builtin_group(g: &Group) -> bool {
+    match g {
+        Group::Int | Group::Real | Group::Bag => true,
+        Group::Map(g) => builtin_group(g),
+        Group::Pair(a, b) => builtin_group(a) && builtin_group(b),
+        Group::User { .. } => false,
+    }
+}
+
+/// `slot ⊕ dv`, updating a bag or map held only here in place (cost: the size of the change).
+fn apply_in_place(it: &mut Interp, slot: &mut Value, dv: &Value, ty: &Type) -> Result<(), Diagnostic> {
+    match (ty, dv) {
+        (Type::Tuple(ts), Value::Tuple(ds)) => {
+            let Value::Tuple(old) = std::mem::replace(slot, Value::Unit) else {
+                return Err(Diagnostic::error(Span::SYNTHETIC, "internal: a tuple change for a non-tuple"));
+            };
+            let mut vs: Vec<Value> = old.iter().cloned().collect();
+            // Release the old tuple so each component is held once and updates in place.
+            drop(old);
+            for ((t, d), v) in ts.iter().zip(ds.iter()).zip(vs.iter_mut()) {
+                apply_in_place(it, v, d, t)?;
+            }
+            *slot = Value::Tuple(Rc::from(vs));
+            Ok(())
+        }
+        (_, Value::Change(c)) => {
+            match &**c {
+                Change::Replace(v) => *slot = v.clone(),
+                Change::GChange(g, d) => {
+                    let v = std::mem::replace(slot, Value::Unit);
+                    *slot = group_op_into(it, g, v, d, Span::SYNTHETIC)?;
+                }
+            }
+            Ok(())
+        }
+        _ => Err(Diagnostic::error(Span::SYNTHETIC, "internal: a change of the wrong shape")),
+    }
+}
