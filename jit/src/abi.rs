@@ -33,8 +33,9 @@ impl CtxHeader {
     }
 }
 
-/// `nabla_trap(ctx, code: i64, a: i64, b: i64)`: records why the call failed (the generated
-/// code has already stored `code` into `status`). Required when the module can fail.
+/// `nabla_trap(ctx, code: i64, site: i64, a: i64, b: i64)`: records why and where the call
+/// failed (the generated code has already stored `code` into `status`). Required when the module
+/// can fail.
 pub const TRAP_SYMBOL: &str = "nabla_trap";
 /// `nabla_alloc(ctx, bytes: i64) -> ptr`: the allocation slow path; on failure it returns null
 /// and sets `status`. Required when the module allocates.
@@ -42,7 +43,7 @@ pub const ALLOC_SYMBOL: &str = "nabla_alloc";
 
 /// The IR signature `nabla_trap` must have.
 pub fn trap_signature() -> Signature {
-    Signature::new(vec![Type::I64, Type::I64, Type::I64], vec![])
+    Signature::new(vec![Type::I64, Type::I64, Type::I64, Type::I64], vec![])
 }
 
 /// The IR signature `nabla_alloc` must have.

@@ -112,6 +112,7 @@ fn store_slot(b: &mut FunctionBuilder, ty: ir::Type, v: cl::Value, p: cl::Value,
 struct PendingTrap {
     block: cl::Block,
     code: ir::TrapCode,
+    site: cl::Value,
     a: cl::Value,
     b: cl::Value,
 }
@@ -271,13 +272,18 @@ impl<'a, 'b> Translator<'a, 'b> {
     }
 
     /// Continues in a fresh block unless `fail` holds, in which case the call traps with `code`.
-    fn trap_if(&mut self, fail: cl::Value, code: ir::TrapCode, a: cl::Value, b: cl::Value) {
+    fn trap_if(&mut self, fail: cl::Value, code: ir::TrapCode, site: cl::Value, a: cl::Value, b: cl::Value) {
         let block = self.b.create_block();
         self.b.set_cold_block(block);
         let cont = self.b.create_block();
         self.b.ins().brif(fail, block, &[], cont, &[]);
         self.b.switch_to_block(cont);
-        self.traps.push(PendingTrap { block, code, a, b });
+        self.traps.push(PendingTrap { block, code, site, a, b });
+    }
+
+    /// The site of failures the IR does not locate (the backend's own checks).
+    fn no_site(&mut self) -> cl::Value {
+        self.b.ins().iconst(types::I64, ir::NO_SITE)
     }
 
     /// After a call that may fail: unwind if `status` is set.
@@ -290,12 +296,12 @@ impl<'a, 'b> Translator<'a, 'b> {
     }
 
     /// Records the trap in `status`, calls `nabla_trap`, and returns.
-    fn emit_trap(&mut self, code: ir::TrapCode, a: cl::Value, b: cl::Value) -> Result<(), String> {
+    fn emit_trap(&mut self, code: ir::TrapCode, site: cl::Value, a: cl::Value, b: cl::Value) -> Result<(), String> {
         let c = self.b.ins().iconst(types::I64, code.code());
         self.b.ins().store(flags(), c, self.ctx, CTX_STATUS);
         let trap = self.env.trap_fn.ok_or("module traps but has no trap function")?;
         let r = self.func_ref(trap);
-        self.b.ins().call(r, &[self.ctx, c, a, b]);
+        self.b.ins().call(r, &[self.ctx, c, site, a, b]);
         let err = self.err_block();
         self.b.ins().jump(err, &[]);
         Ok(())
@@ -306,7 +312,7 @@ impl<'a, 'b> Translator<'a, 'b> {
         for t in std::mem::take(&mut self.traps) {
             self.b.switch_to_block(t.block);
             // Cannot fail: `trap_fn` was checked before any trap block was made.
-            if self.emit_trap(t.code, t.a, t.b).is_err() {
+            if self.emit_trap(t.code, t.site, t.a, t.b).is_err() {
                 self.b.ins().return_(&[]);
             }
         }
@@ -478,11 +484,11 @@ impl<'a, 'b> Translator<'a, 'b> {
                 let r = self.b.ins().iadd(base, h);
                 self.def1(inst, r)?;
             }
-            ir::Op::BoundsCheck(i, n) => {
-                let (i, n) = (self.v(*i)?, self.v(*n)?);
+            ir::Op::BoundsCheck(i, n, site) => {
+                let (i, n, site) = (self.v(*i)?, self.v(*n)?, self.v(*site)?);
                 // Unsigned comparison also catches negative indices.
                 let oob = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, n);
-                self.trap_if(oob, ir::TrapCode::IndexOutOfBounds, i, n);
+                self.trap_if(oob, ir::TrapCode::IndexOutOfBounds, site, i, n);
             }
             ir::Op::Call(f, args) => self.call(inst, *f, args)?,
             ir::Op::CallExt(e, args) => {
@@ -525,9 +531,9 @@ impl<'a, 'b> Translator<'a, 'b> {
                     }
                 }
             }
-            ir::Op::Trap(code, a, b) => {
-                let (a, b) = (self.v(*a)?, self.v(*b)?);
-                self.emit_trap(*code, a, b)?;
+            ir::Op::Trap(code, site, a, b) => {
+                let (site, a, b) = (self.v(*site)?, self.v(*a)?, self.v(*b)?);
+                self.emit_trap(*code, site, a, b)?;
             }
         }
         Ok(())
@@ -537,7 +543,8 @@ impl<'a, 'b> Translator<'a, 'b> {
     fn checked_div(&mut self, op: ir::BinaryOp, x: cl::Value, y: cl::Value) -> cl::Value {
         let zero = self.b.ins().iconst(types::I64, 0);
         let is_zero = self.b.ins().icmp(IntCC::Equal, y, zero);
-        self.trap_if(is_zero, ir::TrapCode::DivisionByZero, x, y);
+        let site = self.no_site();
+        self.trap_if(is_zero, ir::TrapCode::DivisionByZero, site, x, y);
         let minus_one = self.b.ins().iconst(types::I64, -1);
         let is_m1 = self.b.ins().icmp(IntCC::Equal, y, minus_one);
         let one = self.b.ins().iconst(types::I64, 1);
@@ -557,7 +564,8 @@ impl<'a, 'b> Translator<'a, 'b> {
     fn new_array(&mut self, len: cl::Value, stride: u32) -> Result<cl::Value, String> {
         let zero = self.b.ins().iconst(types::I64, 0);
         let negative = self.b.ins().icmp(IntCC::SignedLessThan, len, zero);
-        self.trap_if(negative, ir::TrapCode::NegativeLength, len, zero);
+        let site = self.no_site();
+        self.trap_if(negative, ir::TrapCode::NegativeLength, site, len, zero);
         let header = ir::ARRAY_HEADER as i64;
         let bytes = if stride == 0 {
             self.b.ins().iconst(types::I64, header)
@@ -567,7 +575,7 @@ impl<'a, 'b> Translator<'a, 'b> {
             let limit = self.b.ins().iconst(types::I64, max_len);
             let too_big = self.b.ins().icmp(IntCC::SignedGreaterThan, len, limit);
             let huge = self.b.ins().iconst(types::I64, i64::MAX);
-            self.trap_if(too_big, ir::TrapCode::OutOfMemory, huge, len);
+            self.trap_if(too_big, ir::TrapCode::OutOfMemory, site, huge, len);
             let s = self.b.ins().iconst(types::I64, stride as i64);
             let body = self.b.ins().imul(len, s);
             let plus = self.b.ins().iconst(types::I64, header + 7);

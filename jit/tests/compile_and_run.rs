@@ -13,6 +13,8 @@ struct TestCtx {
     limit: usize,
     allocated: usize,
     trap: Option<(i64, i64, i64)>,
+    /// The site of the last trap.
+    site: i64,
     slow_allocs: usize,
 }
 
@@ -25,6 +27,7 @@ impl TestCtx {
             limit,
             allocated: 0,
             trap: None,
+            site: 0,
             slow_allocs: 0,
         })
     }
@@ -36,9 +39,10 @@ impl TestCtx {
 }
 
 /// Records the trap (the generated code has set `status` already).
-unsafe extern "C" fn test_trap(ctx: *mut CtxHeader, code: i64, a: i64, b: i64) {
+unsafe extern "C" fn test_trap(ctx: *mut CtxHeader, code: i64, site: i64, a: i64, b: i64) {
     let ctx = &mut *(ctx as *mut TestCtx);
     ctx.trap = Some((code, a, b));
+    ctx.site = site;
 }
 
 /// Slow path: a fresh chunk of at least 256 bytes, or an out-of-memory failure.
@@ -78,7 +82,7 @@ unsafe extern "C" fn test_checked_sqrt(ctx: *mut CtxHeader, x: f64) -> f64 {
 /// The test runtime's support table.
 fn table() -> SupportTable {
     let mut t = SupportTable::new();
-    t.add(TRAP_SYMBOL, test_trap as *const u8, &[Type::I64, Type::I64, Type::I64], &[], false);
+    t.add(TRAP_SYMBOL, test_trap as *const u8, &[Type::I64, Type::I64, Type::I64, Type::I64], &[], false);
     t.add(ALLOC_SYMBOL, test_alloc as *const u8, &[Type::I64], &[Type::Ptr], true);
     t.add("test_sin", test_sin as *const u8, &[Type::F64], &[Type::F64], false);
     t.add("test_checked_sqrt", test_checked_sqrt as *const u8, &[Type::F64], &[Type::F64], true);
@@ -180,7 +184,8 @@ b1(v4: i64, v5: f64):
     v6 = icmp lt v4, v1
     brif v6, b2, b3
 b2:
-    boundscheck v4, v1
+    v12 = iconst 7
+    boundscheck v4, v1, v12
     v7 = elemaddr v0, v4, 8
     v8 = load.f64 v7+0
     v9 = fadd v5, v8
@@ -201,7 +206,8 @@ b0(v0: i64):
 fn @get(ptr, i64) -> f64 {
 b0(v0: ptr, v1: i64):
     v2 = arraylen v0
-    boundscheck v1, v2
+    v5 = iconst 9
+    boundscheck v1, v2, v5
     v3 = elemaddr v0, v1, 8
     v4 = load.f64 v3+0
     return v4
@@ -247,7 +253,7 @@ fn out_of_bounds_index_is_a_clean_error() {
     let arr = call(&m, &c, &mut ctx, "squares", &[Word::from_i64(3)]).unwrap()[0];
     let r = call(&m, &c, &mut ctx, "get", &[arr, Word::from_i64(5)]);
     assert_eq!(r, Err(CallError::Trapped(TrapCode::IndexOutOfBounds.code())));
-    assert_eq!(ctx.trap, Some((1, 5, 3)));
+    assert_eq!((ctx.trap, ctx.site), (Some((1, 5, 3)), 9));
     assert_eq!(TrapCode::IndexOutOfBounds.message(5, 3), "index 5 out of bounds for length 3");
     // A failed context refuses further calls until the runtime resets it.
     let again = call(&m, &c, &mut ctx, "get", &[arr, Word::from_i64(0)]);
@@ -286,7 +292,7 @@ fn division_by_zero_is_a_clean_error_and_min_over_minus_one_wraps() {
     assert_eq!((r[0].as_i64(), r[1].as_i64()), (i64::MIN, 0));
     let r = call(&m, &c, &mut ctx, "div_twice", &[w(7), w(0)]);
     assert_eq!(r, Err(CallError::Trapped(TrapCode::DivisionByZero.code())));
-    assert_eq!(ctx.trap, Some((2, 7, 0)));
+    assert_eq!((ctx.trap, ctx.site), (Some((2, 7, 0)), ir::NO_SITE));
 }
 
 /// Two closures of type `Real -> Real` and an application switching over their tags.
@@ -513,7 +519,8 @@ b1:
     v3 = call @fact(v0)
     return v3
 b2:
-    trap lenmismatch(v0, v1)
+    v6 = iconst 3
+    trap lenmismatch(v6, v0, v1)
 }
 ",
     );
@@ -522,7 +529,7 @@ b2:
     assert_eq!(r[0].as_i64(), 3_628_800);
     let r = call(&m, &c, &mut ctx, "zip_check", &[Word::from_i64(3), Word::from_i64(4)]);
     assert_eq!(r, Err(CallError::Trapped(TrapCode::LengthMismatch.code())));
-    assert_eq!(ctx.trap, Some((5, 3, 4)));
+    assert_eq!((ctx.trap, ctx.site), (Some((5, 3, 4)), 3));
 }
 
 #[test]

@@ -124,9 +124,9 @@ impl<'a> Builder<'a> {
     pub fn elem_addr(&mut self, array: Value, index: Value, stride: u32) -> Value {
         self.value(Op::ElemAddr(array, index, stride), Type::Ptr)
     }
-    /// Fails unless `0 <= index < len`.
-    pub fn bounds_check(&mut self, index: Value, len: Value) {
-        self.inst(Op::BoundsCheck(index, len), &[]);
+    /// Fails at `site` unless `0 <= index < len`.
+    pub fn bounds_check(&mut self, index: Value, len: Value, site: Value) {
+        self.inst(Op::BoundsCheck(index, len, site), &[]);
     }
     /// Calls function `f` whose results have types `rets`.
     pub fn call(&mut self, f: FuncId, rets: &[Type], args: Vec<Value>) -> Vec<Value> {
@@ -154,9 +154,9 @@ impl<'a> Builder<'a> {
     pub fn ret(&mut self, values: Vec<Value>) {
         self.inst(Op::Return(values), &[]);
     }
-    /// Stops the call with an error.
-    pub fn trap(&mut self, code: TrapCode, a: Value, b: Value) {
-        self.inst(Op::Trap(code, a, b), &[]);
+    /// Stops the call with an error at `site` with payload `a`, `b`.
+    pub fn trap(&mut self, code: TrapCode, site: Value, a: Value, b: Value) {
+        self.inst(Op::Trap(code, site, a, b), &[]);
     }
 }
 

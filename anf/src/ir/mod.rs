@@ -287,6 +287,10 @@ pub enum Cmp {
 }
 
 /// Why a `trap` (or a failing instruction) stops the call; the numbers are the runtime ABI.
+///
+/// Every trap also carries a *site*: an `i64` that the front end maps back to the source span
+/// that failed (lowering keeps a table of them); `-1` means "no site". The messages are the
+/// reference interpreter's, word for word, because both engines must report the same error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TrapCode {
     /// Payload: index, length.
@@ -300,17 +304,35 @@ pub enum TrapCode {
     LengthMismatch = 5,
     /// Code the compiler believed unreachable.
     Unreachable = 6,
+    /// `build` with a negative size. Payload: the size.
+    BuildNegative = 7,
+    /// `build` with a size over the array limit. Payload: the size, the limit.
+    BuildTooLarge = 8,
+    /// `zipWith` on arrays of different lengths. Payload: the two lengths.
+    ZipWithLengths = 9,
+    /// `dot` on arrays of different lengths. Payload: the two lengths.
+    DotLengths = 10,
+    /// `iterate` with a negative count. Payload: the count.
+    IterateNegative = 11,
+    /// A map literal binds a key twice (raised by the runtime, which knows the key).
+    DuplicateKey = 12,
 }
 
 impl TrapCode {
     /// Every trap code, in numeric order.
-    pub const ALL: [TrapCode; 6] = [
+    pub const ALL: [TrapCode; 12] = [
         TrapCode::IndexOutOfBounds,
         TrapCode::DivisionByZero,
         TrapCode::NegativeLength,
         TrapCode::OutOfMemory,
         TrapCode::LengthMismatch,
         TrapCode::Unreachable,
+        TrapCode::BuildNegative,
+        TrapCode::BuildTooLarge,
+        TrapCode::ZipWithLengths,
+        TrapCode::DotLengths,
+        TrapCode::IterateNegative,
+        TrapCode::DuplicateKey,
     ];
     /// The name used in the text format.
     pub fn name(self) -> &'static str {
@@ -321,6 +343,12 @@ impl TrapCode {
             TrapCode::OutOfMemory => "oom",
             TrapCode::LengthMismatch => "lenmismatch",
             TrapCode::Unreachable => "unreachable",
+            TrapCode::BuildNegative => "build_negative",
+            TrapCode::BuildTooLarge => "build_too_large",
+            TrapCode::ZipWithLengths => "zipwith_lengths",
+            TrapCode::DotLengths => "dot_lengths",
+            TrapCode::IterateNegative => "iterate_negative",
+            TrapCode::DuplicateKey => "duplicate_key",
         }
     }
     /// The numeric code passed to `nabla_trap`.
@@ -335,18 +363,27 @@ impl TrapCode {
     pub fn from_name(name: &str) -> Option<TrapCode> {
         TrapCode::ALL.iter().copied().find(|t| t.name() == name)
     }
-    /// The user-facing message for this trap with its payload.
+    /// The user-facing message for this trap with its payload (the interpreter's wording).
     pub fn message(self, a: i64, b: i64) -> String {
         match self {
             TrapCode::IndexOutOfBounds => format!("index {a} out of bounds for length {b}"),
             TrapCode::DivisionByZero => "division by zero".to_string(),
-            TrapCode::NegativeLength => format!("negative array length {a}"),
+            TrapCode::NegativeLength => format!("negative array size {a}"),
             TrapCode::OutOfMemory => format!("out of memory allocating {a} bytes"),
-            TrapCode::LengthMismatch => format!("array lengths differ: {a} and {b}"),
+            TrapCode::LengthMismatch => format!("arrays have different lengths {a} and {b}"),
             TrapCode::Unreachable => "internal error: unreachable code reached".to_string(),
+            TrapCode::BuildNegative => format!("build: negative array size {a}"),
+            TrapCode::BuildTooLarge => format!("build: array size {a} exceeds the limit of {b}"),
+            TrapCode::ZipWithLengths => format!("zipWith: arrays have different lengths {a} and {b}"),
+            TrapCode::DotLengths => format!("dot: arrays have different lengths {a} and {b}"),
+            TrapCode::IterateNegative => format!("iterate: negative count {a}"),
+            TrapCode::DuplicateKey => "duplicate key in map literal".to_string(),
         }
     }
 }
+
+/// The site of a failure that has none (the runtime reports it without a source location).
+pub const NO_SITE: i64 = -1;
 
 /// The size in bytes of an array's header (its `i64` length); elements follow it.
 pub const ARRAY_HEADER: u32 = 8;
@@ -382,8 +419,8 @@ pub enum Op {
     ArrayLen(Value),
     /// `elemaddr array, index, stride` = `array + ARRAY_HEADER + index * stride` (unchecked).
     ElemAddr(Value, Value, u32),
-    /// `boundscheck index, len`: fails unless `0 <= index < len`.
-    BoundsCheck(Value, Value),
+    /// `boundscheck index, len, site`: fails unless `0 <= index < len`.
+    BoundsCheck(Value, Value, Value),
     Call(FuncId, Vec<Value>),
     CallExt(ExtFuncId, Vec<Value>),
     Jump(BlockCall),
@@ -391,8 +428,9 @@ pub enum Op {
     /// Branches on a closure tag; the cases are distinct tags of one closure signature.
     Switch(Value, Vec<(TagId, BlockCall)>),
     Return(Vec<Value>),
-    /// Stops the call with an error; the two `i64` operands are the message's payload.
-    Trap(TrapCode, Value, Value),
+    /// `trap code(site, a, b)`: stops the call with an error at `site`; `a` and `b` (`i64`) are
+    /// the message's payload.
+    Trap(TrapCode, Value, Value, Value),
 }
 
 impl Op {
@@ -417,13 +455,11 @@ impl Op {
             | Op::Icmp(_, a, b)
             | Op::Fcmp(_, a, b)
             | Op::Store(a, b, _)
-            | Op::ElemAddr(a, b, _)
-            | Op::BoundsCheck(a, b)
-            | Op::Trap(_, a, b) => {
+            | Op::ElemAddr(a, b, _) => {
                 f(*a);
                 f(*b)
             }
-            Op::Select(c, a, b) => {
+            Op::Select(c, a, b) | Op::BoundsCheck(c, a, b) | Op::Trap(_, c, a, b) => {
                 f(*c);
                 f(*a);
                 f(*b)

@@ -789,8 +789,8 @@ impl Parser {
                 one(Op::ElemAddr(vs[0], vs[1], self.number::<u32>("a stride in bytes")?), Type::Ptr)
             }
             "boundscheck" => {
-                let vs = self.operands(st, 2)?;
-                Ok((Op::BoundsCheck(vs[0], vs[1]), vec![]))
+                let vs = self.operands(st, 3)?;
+                Ok((Op::BoundsCheck(vs[0], vs[1], vs[2]), vec![]))
             }
             "call" => match self.peek().clone() {
                 Tok::Func(_) => {
@@ -854,10 +854,10 @@ impl Parser {
                     return self.err(format!("unknown trap code `{w}`"));
                 };
                 let vs = self.arg_list(st)?;
-                if vs.len() != 2 {
-                    return self.err("a trap takes two payload operands");
+                if vs.len() != 3 {
+                    return self.err("a trap takes a site and two payload operands");
                 }
-                Ok((Op::Trap(code, vs[0], vs[1]), vec![]))
+                Ok((Op::Trap(code, vs[0], vs[1], vs[2]), vec![]))
             }
             _ => {
                 self.pos -= 1;

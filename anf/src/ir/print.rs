@@ -196,7 +196,7 @@ fn op_text(module: &Module, func: &Function, op: &Op, results: &[Value]) -> Stri
         Op::NewArray(len, stride) => format!("newarray {len}, {stride}"),
         Op::ArrayLen(a) => format!("arraylen {a}"),
         Op::ElemAddr(a, i, stride) => format!("elemaddr {a}, {i}, {stride}"),
-        Op::BoundsCheck(i, n) => format!("boundscheck {i}, {n}"),
+        Op::BoundsCheck(i, n, site) => format!("boundscheck {i}, {n}, {site}"),
         Op::Call(f, args) => format!("call @{}({})", func_name(module, *f), list(args)),
         Op::CallExt(e, args) => {
             let name = module.externs.get(*e).map(|e| e.name.clone()).unwrap_or_else(|| e.to_string());
@@ -210,6 +210,6 @@ fn op_text(module: &Module, func: &Function, op: &Op, results: &[Value]) -> Stri
         }
         Op::Return(vs) if vs.is_empty() => "return".to_string(),
         Op::Return(vs) => format!("return {}", list(vs)),
-        Op::Trap(code, a, b) => format!("trap {}({a}, {b})", code.name()),
+        Op::Trap(code, site, a, b) => format!("trap {}({site}, {a}, {b})", code.name()),
     }
 }

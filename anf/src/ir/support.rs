@@ -49,6 +49,11 @@ pub const SUPPORT: &[SupportDecl] = &[
     decl("nabla_bag_insert", &[P, P, I], &[], true),
     decl("nabla_bag_merge", &[P, P], &[P], true),
     decl("nabla_bag_negate", &[P], &[P], true),
+    // In place: `dst` (a bag no one else holds) gains every entry of `src`.
+    decl("nabla_bag_add_into", &[P, P], &[], true),
+    // A new bag, every multiplicity times the `i64` (wrapping, zeros dropped).
+    decl("nabla_bag_scale", &[P, I], &[P], true),
+    decl("nabla_bag_eq", &[P, P], &[B], false),
     decl("nabla_bag_clone", &[P], &[P], true),
     decl("nabla_bag_count", &[P, P], &[I], false),
     decl("nabla_bag_len", &[P], &[I], false),
@@ -58,6 +63,8 @@ pub const SUPPORT: &[SupportDecl] = &[
     decl("nabla_map_new", &[I, I], &[P], true),
     decl("nabla_map_set", &[P, P, P], &[], true),
     decl("nabla_map_remove", &[P, P], &[], true),
+    // A map literal's binding `(map, key, value, site)`: fails with `duplicate_key` at `site`.
+    decl("nabla_map_insert_unique", &[P, P, P, I], &[], true),
     decl("nabla_map_clone", &[P], &[P], true),
     // Copies the value's words to the out-pointer and gives true, or gives false if absent.
     decl("nabla_map_get", &[P, P, P], &[B], false),

@@ -77,7 +77,7 @@ b0(v0: i64, v1: f64, v2: bool, v3: ptr):
     v34 = load.f64 v33-8
     v35 = newarray v0, 16
     v36 = arraylen v35
-    boundscheck v21, v36
+    boundscheck v21, v36, v0
     v37 = elemaddr v35, v21, 16
     store v34, v37+8
     v38 = call $nabla_sin(v34)
@@ -88,7 +88,7 @@ b0(v0: i64, v1: f64, v2: bool, v3: ptr):
 b1(v41: f64):
     return v41, v36, v30
 b2:
-    trap lenmismatch(v0, v36)
+    trap lenmismatch(v4, v0, v36)
 }
 ";
 

@@ -544,9 +544,16 @@ impl<'a> FuncVerifier<'a> {
                 self.expect_operand(1, *i, I, "i64");
                 Some(vec![Ptr])
             }
-            Op::BoundsCheck(i, n) | Op::Trap(_, i, n) => {
+            Op::BoundsCheck(i, n, site) => {
                 self.expect_operand(0, *i, I, "i64");
                 self.expect_operand(1, *n, I, "i64");
+                self.expect_operand(2, *site, I, "i64");
+                Some(vec![])
+            }
+            Op::Trap(_, site, a, b) => {
+                self.expect_operand(0, *site, I, "i64");
+                self.expect_operand(1, *a, I, "i64");
+                self.expect_operand(2, *b, I, "i64");
                 Some(vec![])
             }
             Op::Call(callee, args) => match self.module.funcs.get(*callee) {

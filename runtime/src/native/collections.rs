@@ -14,8 +14,6 @@ use rustc_hash::FxHashMap;
 pub enum CollectionError {
     /// Two collections (or a key) with different key widths met.
     WidthMismatch { expected: usize, found: usize },
-    /// A multiplicity left the `i64` range.
-    MultiplicityOverflow,
     /// A width that is negative or absurdly large.
     BadWidth(i64),
 }
@@ -26,7 +24,6 @@ impl fmt::Display for CollectionError {
             CollectionError::WidthMismatch { expected, found } => {
                 write!(f, "internal error: collection width {found} where {expected} was expected")
             }
-            CollectionError::MultiplicityOverflow => write!(f, "bag multiplicity overflows a 64-bit integer"),
             CollectionError::BadWidth(w) => write!(f, "internal error: bad collection width {w}"),
         }
     }
@@ -82,7 +79,8 @@ impl Bag {
         self.counts.get(key).copied().unwrap_or(0)
     }
 
-    /// Adds `mult` to `key`'s multiplicity, dropping the key when it reaches zero.
+    /// Adds `mult` to `key`'s multiplicity (wrapping, as Int arithmetic and the interpreter's bags
+    /// do), dropping the key when it reaches zero.
     pub fn insert(&mut self, key: &[u64], mult: i64) -> Result<(), CollectionError> {
         if key.len() != self.key_words {
             return Err(CollectionError::WidthMismatch { expected: self.key_words, found: key.len() });
@@ -92,7 +90,7 @@ impl Bag {
         }
         match self.counts.get_mut(key) {
             Some(m) => {
-                let sum = m.checked_add(mult).ok_or(CollectionError::MultiplicityOverflow)?;
+                let sum = m.wrapping_add(mult);
                 if sum == 0 {
                     self.counts.remove(key);
                 } else {
@@ -118,13 +116,25 @@ impl Bag {
         Ok(out)
     }
 
-    /// Every multiplicity negated (the bag group's inverse).
+    /// Every multiplicity negated, wrapping (the bag group's inverse).
     pub fn negate(&self) -> Result<Bag, CollectionError> {
         let mut out = Bag::new(self.key_words);
         for (k, m) in &self.counts {
-            out.counts.insert(k.clone(), m.checked_neg().ok_or(CollectionError::MultiplicityOverflow)?);
+            out.counts.insert(k.clone(), m.wrapping_neg());
         }
         Ok(out)
+    }
+
+    /// Every multiplicity multiplied by `m`, wrapping; entries that become zero are dropped.
+    pub fn scale(&self, m: i64) -> Bag {
+        let mut out = Bag::new(self.key_words);
+        for (k, n) in &self.counts {
+            let p = n.wrapping_mul(m);
+            if p != 0 {
+                out.counts.insert(k.clone(), p);
+            }
+        }
+        out
     }
 
     /// `(key, multiplicity)` pairs sorted by key.
@@ -223,12 +233,13 @@ mod tests {
         assert_eq!(m.negate().unwrap().count(&[2]), -4);
         assert_eq!(m.merge(&m.negate().unwrap()).unwrap(), Bag::new(1));
         assert_eq!(a.insert(&[1, 2], 1), Err(CollectionError::WidthMismatch { expected: 1, found: 2 }));
+        // Multiplicities wrap, like the interpreter's.
         let mut big = Bag::new(0);
         big.insert(&[], i64::MAX).unwrap();
-        assert_eq!(big.insert(&[], 1), Err(CollectionError::MultiplicityOverflow));
-        let mut min = Bag::new(0);
-        min.insert(&[], i64::MIN).unwrap();
-        assert_eq!(min.negate(), Err(CollectionError::MultiplicityOverflow));
+        big.insert(&[], 1).unwrap();
+        assert_eq!(big.count(&[]), i64::MIN);
+        assert_eq!(big.negate().unwrap().count(&[]), i64::MIN);
+        assert_eq!(big.scale(2).len(), 0, "MIN * 2 wraps to 0 and is dropped");
         assert_eq!(a.merge(&Bag::new(2)), Err(CollectionError::WidthMismatch { expected: 1, found: 2 }));
     }
 

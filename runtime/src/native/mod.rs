@@ -38,17 +38,29 @@ const HEADER_WORDS: usize = ARRAY_HEADER as usize / 8;
 /// Default bound on one context's arena, in bytes.
 pub const DEFAULT_ARENA_LIMIT: usize = 4 << 30;
 
-/// An error raised while compiled code ran: the status it set and a message for the user.
+/// An error raised while compiled code ran: the status it set, a message for the user, and where
+/// it happened (the trap's site, which the engine maps back to a source span) with its payload.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NativeError {
     pub status: i64,
     pub message: String,
+    /// The failing site (`anf::ir::NO_SITE` when unknown).
+    pub site: i64,
+    /// The trap's payload words (for `DuplicateKey`, the key's words).
+    pub payload: Vec<i64>,
 }
 
 impl NativeError {
-    /// An error with status `status`.
+    /// An error with status `status` and no site.
     pub fn new(status: i64, message: impl Into<String>) -> NativeError {
-        NativeError { status, message: message.into() }
+        NativeError { status, message: message.into(), site: anf::ir::NO_SITE, payload: Vec::new() }
+    }
+
+    /// The same error located at `site` with `payload`.
+    pub fn at(mut self, site: i64, payload: Vec<i64>) -> NativeError {
+        self.site = site;
+        self.payload = payload;
+        self
     }
 }
 

@@ -46,13 +46,13 @@ unsafe fn words<'a>(p: *const u64, n: usize) -> &'a [u64] {
     }
 }
 
-/// Records a trap reported by compiled code (`anf::ir::TrapCode` and its payload).
-pub unsafe extern "C" fn nabla_trap(ctx: *mut CtxHeader, code: i64, a: i64, b: i64) {
+/// Records a trap reported by compiled code (`anf::ir::TrapCode`, its site and its payload).
+pub unsafe extern "C" fn nabla_trap(ctx: *mut CtxHeader, code: i64, site: i64, a: i64, b: i64) {
     let message = match TrapCode::from_code(code) {
         Some(t) => t.message(a, b),
         None => format!("internal error: unknown trap code {code}"),
     };
-    guard(ctx, (), |_| Err(NativeError::new(code, message)))
+    guard(ctx, (), |_| Err(NativeError::new(code, message).at(site, vec![a, b])))
 }
 
 /// The arena's slow path: a new chunk, or null and an out-of-memory error.
@@ -114,6 +114,31 @@ pub unsafe extern "C" fn nabla_bag_merge(ctx: *mut CtxHeader, a: *const Bag, b: 
     })
 }
 
+/// Adds every entry of `src` to `dst` in place (`dst` must be a bag no one else holds).
+pub unsafe extern "C" fn nabla_bag_add_into(ctx: *mut CtxHeader, dst: *mut Bag, src: *const Bag) {
+    guard(ctx, (), |_| {
+        let src = &*src;
+        let dst = &mut *dst;
+        for (k, m) in src.sorted_entries() {
+            dst.insert(k, m)?;
+        }
+        Ok(())
+    })
+}
+
+/// A new bag with every multiplicity multiplied by `m` (wrapping; zero entries dropped).
+pub unsafe extern "C" fn nabla_bag_scale(ctx: *mut CtxHeader, a: *const Bag, m: i64) -> *mut Bag {
+    guard(ctx, std::ptr::null_mut(), |cx| {
+        let scaled = (*a).scale(m);
+        Ok(cx.new_bag(scaled))
+    })
+}
+
+/// Do two bags hold the same multiplicities?
+pub unsafe extern "C" fn nabla_bag_eq(_ctx: *mut CtxHeader, a: *const Bag, b: *const Bag) -> u8 {
+    (*a == *b) as u8
+}
+
 /// A new bag with every multiplicity negated.
 pub unsafe extern "C" fn nabla_bag_negate(ctx: *mut CtxHeader, a: *const Bag) -> *mut Bag {
     guard(ctx, std::ptr::null_mut(), |cx| {
@@ -164,6 +189,27 @@ pub unsafe extern "C" fn nabla_map_set(ctx: *mut CtxHeader, map: *mut Map, key: 
     guard(ctx, (), |_| {
         let map = &mut *map;
         Ok(map.set(words(key, map.key_words()), words(value, map.value_words()))?)
+    })
+}
+
+/// Binds a map literal's key at `key` to the value at `value` in place, or fails with
+/// `TrapCode::DuplicateKey` at `site` (payload: the key's words) if the key is bound already.
+pub unsafe extern "C" fn nabla_map_insert_unique(
+    ctx: *mut CtxHeader,
+    map: *mut Map,
+    key: *const u64,
+    value: *const u64,
+    site: i64,
+) {
+    guard(ctx, (), |_| {
+        let map = &mut *map;
+        let k = words(key, map.key_words());
+        if map.get(k).is_some() {
+            let code = TrapCode::DuplicateKey;
+            let payload = k.iter().map(|w| *w as i64).collect();
+            return Err(NativeError::new(code.code(), code.message(0, 0)).at(site, payload));
+        }
+        Ok(map.set(k, words(value, map.value_words()))?)
     })
 }
 
@@ -231,6 +277,10 @@ pub fn address(name: &str) -> Option<*const u8> {
         "nabla_bag_insert" => nabla_bag_insert as *const u8,
         "nabla_bag_merge" => nabla_bag_merge as *const u8,
         "nabla_bag_negate" => nabla_bag_negate as *const u8,
+        "nabla_bag_add_into" => nabla_bag_add_into as *const u8,
+        "nabla_bag_scale" => nabla_bag_scale as *const u8,
+        "nabla_bag_eq" => nabla_bag_eq as *const u8,
+        "nabla_map_insert_unique" => nabla_map_insert_unique as *const u8,
         "nabla_bag_clone" => nabla_bag_clone as *const u8,
         "nabla_bag_count" => nabla_bag_count as *const u8,
         "nabla_bag_len" => nabla_bag_len as *const u8,

@@ -65,7 +65,8 @@ b3:
 fn @get(ptr, i64) -> f64 {
 b0(v0: ptr, v1: i64):
     v2 = arraylen v0
-    boundscheck v1, v2
+    v5 = iconst -1
+    boundscheck v1, v2, v5
     v3 = elemaddr v0, v1, 8
     v4 = load.f64 v3+0
     return v4
@@ -132,7 +133,7 @@ fn errors_come_back_with_their_messages() {
     assert_eq!(e.message, "index 5 out of bounds for length 3");
     cx.reset();
     let e = call(&m, &c, &mut cx, "div", &[Word::from_i64(1), Word::from_i64(0)]).unwrap_err();
-    assert_eq!(e, NativeError::new(2, "division by zero"));
+    assert_eq!(e, NativeError::new(2, "division by zero").at(anf::ir::NO_SITE, vec![1, 0]));
     cx.reset();
     assert_eq!(call(&m, &c, &mut cx, "div", &[Word::from_i64(7), Word::from_i64(2)]).unwrap()[0].as_i64(), 3);
     // An arena limit turns a huge array into an error, not a crash.
