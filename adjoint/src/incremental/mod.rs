@@ -403,7 +403,16 @@ pub fn derive_definition(program: &MonoProgram, d: DefId) -> Result<Derivative, 
     let eta = params.into_iter().rev().fold(head, |b, (p, dp)| lam(p, lam(dp, b, span), span));
     let total = inline_derived(&eta, &mut cx)?;
     let total = optimise(total, &mut cx);
-    let report = analyse(&total, &inputs, &cx.change_vars);
-    let fast = simplify(&eliminate(&total), &mut cx);
+    // DCE and simplification feed each other (a dropped base computation can make a condition a
+    // value, whose branch then goes); the analysis looks at the derivative that will run.
+    let mut fast = total.clone();
+    for _ in 0..8 {
+        let next = simplify(&eliminate(&fast), &mut cx);
+        if next == fast {
+            break;
+        }
+        fast = next;
+    }
+    let report = analyse(&fast, &inputs, &cx.change_vars);
     Ok(Derivative { inputs, total, fast, report })
 }

@@ -205,6 +205,9 @@ fn go(e: &E, cx: &mut Cx, subst: &mut FxHashMap<LocalId, E>) -> E {
                 (ExprKind::Var(_, VarRef::Local(x)), ExprKind::Var(_, VarRef::Local(y))) if x == y => {
                     Expr::new(ExprKind::Lit(Lit::Bool(true)), span, Type::Bool)
                 }
+                (ExprKind::Lit(Lit::Bool(x)), ExprKind::Lit(Lit::Bool(y))) => {
+                    Expr::new(ExprKind::Lit(Lit::Bool(x == y)), span, Type::Bool)
+                }
                 _ => Expr::new(ExprKind::Bin(BinOp::Eq, a2, b2), span, Type::Bool),
             }
         }
