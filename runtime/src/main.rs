@@ -2,6 +2,7 @@
 //! diagnostics. Exit status: 0 success, 1 an error in the program or its data, 2 a usage error.
 
 mod ilc_cli;
+mod pullback_cli;
 mod repl;
 
 use std::process::ExitCode;
@@ -17,6 +18,8 @@ usage: nabla <command> [arguments]
 commands:
   run FILE [--interp]   evaluate `main` (compiled by default; --interp uses the reference interpreter)
   check FILE            print each definition's inferred type
+  anf FILE [DEF]        print the A-normal let-series of each definition (or DEF)
+  trace FILE            print `main`'s reduction sequence, one step a line with its rule
   derive FILE DEF       print DEF's derivative (ILC) and whether it is self-maintainable
   incr FILE DEF --input F --changes F
                         keep DEF's output up to date under a stream of input changes
@@ -83,6 +86,8 @@ fn dispatch(args: &[String]) -> Result<String, Failure> {
             })?;
             Ok(frontend::signatures(&program))
         }
+        "anf" => pullback_cli::anf(rest),
+        "trace" => pullback_cli::trace(rest),
         "derive" => ilc_cli::derive(rest),
         "incr" => ilc_cli::incr(rest),
         "repl" => {

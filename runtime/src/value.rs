@@ -287,7 +287,8 @@ impl fmt::Display for Value {
                 write!(f, "}}")
             }
             Value::Group(_) => write!(f, "<group>"),
-            Value::Closure(_) | Value::Partial(..) | Value::Term(_) => write!(f, "<fun>"),
+            Value::Closure(_) | Value::Partial(..) => write!(f, "<fun>"),
+            Value::Term(e) => write!(f, "{}", crate::interp::pullback::show_term(e)),
             Value::Star(r) => write!(f, "{r}*"),
             Value::Change(c) => match &**c {
                 Change::Replace(v) => write!(f, "replace {}", Parens(v)),

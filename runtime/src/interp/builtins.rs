@@ -188,7 +188,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
             acc
         }
         B::Star | B::Unstar | B::Omega | B::Jac | B::Grad | B::Vjp | B::Jacobian => {
-            return Err(Diagnostic::error(span, format!("the interpreter does not evaluate `{}` yet", b.name())))
+            return super::pullback::builtin(it, b, ty, args, span)
         }
         B::IntGroup | B::RealGroup | B::BagGroup | B::EmptyBag | B::EmptyMap => {
             constant(b).expect("arity-0 builtins are constants")

@@ -7,6 +7,7 @@
 mod builtins;
 mod groups;
 pub mod incremental;
+pub mod pullback;
 
 use std::rc::Rc;
 
@@ -178,9 +179,7 @@ impl<'p> Interp<'p> {
                 }
                 Value::Map(Rc::new(m))
             }
-            ExprKind::Pullback(..) | ExprKind::Dual(..) => {
-                return Err(Diagnostic::error(e.span, "the interpreter does not evaluate pullbacks and dual maps yet"))
-            }
+            ExprKind::Pullback(..) | ExprKind::Dual(..) => pullback::eval_node(self, e, env)?,
             ExprKind::Derive(a) => incremental::eval_derive(self, a, e.span)?,
             ExprKind::Ann(a, _) => self.eval(a, env)?,
             ExprKind::Zero | ExprKind::Sum(..) => {
@@ -206,6 +205,7 @@ impl<'p> Interp<'p> {
                     Ok(Value::Partial(*b, ty.clone(), all.into()))
                 }
             }
+            Value::Star(_) | Value::Term(_) => pullback::apply(self, f, arg, span),
             v => Err(internal(span, "a function", v)),
         }
     }

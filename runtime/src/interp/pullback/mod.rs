@@ -1,0 +1,294 @@
+//! Reverse mode in the reference interpreter: Mak & Ong's reduction strategy for pullbacks.
+//!
+//! Ordinary evaluation stays in the environment-based interpreter (it is the benchmark baseline).
+//! A `pullback f w` evaluates to a term value `(Ω F)·W` (its function and 1-form read back as
+//! closed terms); applying it to a point, evaluating a `dual`, and the builtins `star`, `unstar`,
+//! `omega`, `jac`, `grad`, `vjp` and `jacobian` hand the closed term to the term reducer
+//! (`reduce.rs`, `rules.rs`), which follows the paper step by step. Its normal form comes back as a
+//! runtime value: a first-order dual `r*` as a dual vector, anything else as a term applied by the
+//! reducer when called. `nabla trace` runs the reducer on `main` itself and prints every step.
+//!
+//! The semantics implemented, its extensions and the trace format are documented in
+//! `docs/pullback-semantics.md`.
+
+mod prim;
+pub mod print;
+mod readback;
+mod reduce;
+mod rules;
+mod term;
+mod transpose;
+mod vector;
+
+use std::rc::Rc;
+
+use anf::mono::MonoProgram;
+use frontend::builtins::Builtin;
+use frontend::syntax::*;
+use frontend::types::Type;
+use frontend::{Diagnostic, Span};
+
+use reduce::Reducer;
+pub use reduce::{Config, DEFAULT_BUDGET};
+use term::*;
+
+use super::{EvalResult, Interp};
+use crate::value::*;
+
+/// `pullback f w` and `dual (fun v -> e) w` in the environment-based interpreter.
+pub fn eval_node(it: &mut Interp, e: &E, env: &Env) -> EvalResult {
+    match &e.kind {
+        ExprKind::Pullback(f, w) => {
+            let fv = it.eval(f, env)?;
+            let wv = it.eval(w, env)?;
+            let t = pullback(readback::readback(&fv, &f.ty), readback::readback(&wv, &w.ty));
+            Ok(Value::Term(Expr::new(t.kind.clone(), e.span, t.ty.clone())))
+        }
+        ExprKind::Dual(p, s, w) => {
+            let wv = it.eval(w, env)?;
+            let closed = readback::close(&lam(p.clone(), s.clone()), env);
+            let ExprKind::Lam(p2, s2) = &closed.kind else { return Err(Diagnostic::error(e.span, "internal: dual")) };
+            let t =
+                Expr::new(ExprKind::Dual(p2.clone(), s2.clone(), readback::readback(&wv, &w.ty)), e.span, e.ty.clone());
+            reduce_to_value(it, &t, None, e.span)
+        }
+        _ => Err(Diagnostic::error(e.span, "internal: not a pullback or a dual map")),
+    }
+}
+
+/// Applies a dual vector or a term value (a 1-form, a dual map, a function the reducer made).
+pub fn apply(it: &mut Interp, f: &Value, arg: Value, span: Span) -> EvalResult {
+    match f {
+        // A dual vector applied to a tangent is the pairing ⟨r, v⟩.
+        Value::Star(r) => Ok(Value::Real(pairing(r, &arg))),
+        Value::Term(e) => {
+            let x = readback::readback(&arg, &argument_of(&e.ty));
+            reduce_to_value(it, &app(e, x.clone()), Some(&x), span)
+        }
+        _ => Err(Diagnostic::error(span, "internal: not a dual or a term")),
+    }
+}
+
+/// The builtins of LANGUAGE.md §5 that involve duals.
+pub fn builtin(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span) -> EvalResult {
+    let tys = arg_types(ty, args.len());
+    let back = |i: usize| readback::readback(&args[i], &tys[i]);
+    match b {
+        Builtin::Star => Ok(Value::Star(Rc::new(args[0].clone()))),
+        // (Ω r) x = r*.
+        Builtin::Omega => Ok(Value::Star(Rc::new(args[0].clone()))),
+        Builtin::Unstar => match &args[0] {
+            Value::Star(r) => Ok((**r).clone()),
+            Value::Term(e) => {
+                let r = reduce_term(it, &app(&builtin_var(Builtin::Unstar, ty), e.clone()), span)?;
+                match vector::materialise_by_type(&r) {
+                    Some(v) if vector::is_vector(&v) && !has_zero(&v) => to_value(it, &v, span),
+                    _ => Err(Diagnostic::error(
+                        span,
+                        format!("unstar: the dual {} is not a vector of known shape", print::abbreviated(e, 200)),
+                    )),
+                }
+            }
+            v => Err(Diagnostic::error(span, format!("internal: unstar of {v}"))),
+        },
+        // (J f · s) x.
+        Builtin::Jac => {
+            let t = app(&jac(back(0), back(1)), back(2));
+            reduce_to_value(it, &t, None, span)
+        }
+        Builtin::Grad => gradient(it, back(0), real(1.0), back(1), span),
+        Builtin::Vjp => gradient(it, back(0), back(2), back(1), span),
+        Builtin::Jacobian => {
+            let y = it.apply(&args[0], args[1].clone(), span)?;
+            let Value::Array(ys) = &y else { return Err(Diagnostic::error(span, "internal: jacobian of a non-array")) };
+            let shape = readback::readback(&y, &result_of(&tys[0]));
+            let mut rows = Vec::with_capacity(ys.len());
+            for p in 0..ys.len() {
+                let e = vector::materialise(&vector::one_hot(ys.len(), p, &real(1.0), &shape.ty), &shape);
+                rows.push(gradient(it, back(0), e, back(1), span)?);
+            }
+            Ok(Value::Array(Rc::new(rows)))
+        }
+        _ => Err(Diagnostic::error(span, format!("internal: `{}` is not a dual builtin", b.name()))),
+    }
+}
+
+/// How a term value prints (LANGUAGE.md §7): a first-order dual as its vector and `*` (a zero
+/// whose array length is not known shows as `0`), anything else as `<fun>`.
+pub fn show_term(e: &E) -> String {
+    if let Some(r) = reduce::star_vector(e) {
+        return format!("{}*", show_vector(&r));
+    }
+    if is_zero(e) {
+        if let Type::Dual(t) = &e.ty {
+            if t.is_first_order() {
+                return "0*".into();
+            }
+        }
+    }
+    "<fun>".into()
+}
+
+/// `nabla trace`: `main`'s reduction sequence, one step a line (see `docs/pullback-semantics.md`).
+pub fn trace(program: &MonoProgram, config: &Config) -> Result<String, Diagnostic> {
+    let mut it = Interp::new(program);
+    let Some(main) = program.defs.last() else { return Ok(String::new()) };
+    // The definitions `main` uses are values; the reducer unfolds them (δ) as it meets them.
+    while it.globals.len() + 1 < program.defs.len() {
+        let d = &program.defs[it.globals.len()];
+        let v = it.eval(&d.body, &Env::default())?;
+        it.globals.push(v);
+    }
+    let config = Config { trace: true, ..config.clone() };
+    let mut red = Reducer::new(&mut it, main.body.span, &config);
+    red.trace_start(&main.body);
+    let result = red.eval(&main.body);
+    let steps = red.traced_steps();
+    let mut lines = red.take_trace();
+    result?;
+    lines.push(format!("-- {steps} steps"));
+    Ok(lines.into_iter().map(|l| l + "\n").collect())
+}
+
+/// `nabla anf`: each definition (or the one named) in A-normal form, in the paper's notation. A
+/// definition that fits in 100 columns takes one line, `f = λ⟨x, y⟩. let z1 = …; z2 = … in z2`;
+/// a longer one takes a line per binding.
+pub fn anf_listing(program: &Program, only: Option<DefId>) -> Result<String, Diagnostic> {
+    let mut next = program.next_local;
+    let mut fresh = || {
+        next += 1;
+        LocalId(next - 1)
+    };
+    let mut out = String::new();
+    for (i, d) in program.defs.iter().enumerate() {
+        if only.is_some_and(|o| o.0 as usize != i) {
+            continue;
+        }
+        let body = anf::anormal::anormalise_def(&d.body, &mut fresh);
+        let mut inner = &body;
+        let mut params = Vec::new();
+        while let ExprKind::Lam(p, b) = &inner.kind {
+            params.push(p.clone());
+            inner = b;
+        }
+        anf::anormal::check_series(inner).map_err(|m| {
+            Diagnostic::error(d.span, format!("internal: the A-normal form of `{}` is malformed: {m}", d.name))
+        })?;
+        let line = format!("{} = {}", d.name, print::term(&body));
+        if line.chars().count() <= 100 {
+            out.push_str(&line);
+            out.push('\n');
+            continue;
+        }
+        let lam_prefix = if params.is_empty() {
+            String::new()
+        } else {
+            let ps: Vec<String> = params
+                .iter()
+                .map(|p| {
+                    let t = pattern_term(p);
+                    print::term(&t)
+                })
+                .collect();
+            format!(" λ{}.", ps.join(" "))
+        };
+        out.push_str(&format!("{} ={}\n", d.name, lam_prefix));
+        for l in print::series_lines(inner, 2) {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+
+fn reduce_term(it: &mut Interp, t: &E, span: Span) -> Result<E, Diagnostic> {
+    let mut red = Reducer::new(it, span, &Config::default());
+    red.eval(t)
+}
+
+/// Reduces `t` and returns its value; a dual on the space of `point` gets its symbolic zeros
+/// filled in from the point's shape.
+fn reduce_to_value(it: &mut Interp, t: &E, point: Option<&E>, span: Span) -> EvalResult {
+    let mut red = Reducer::new(it, span, &Config::default());
+    let r = red.eval(t)?;
+    let r = match (reduce::star_vector(&r), point) {
+        (Some(g), Some(x)) if g.ty == x.ty && vector::is_vector(x) => star(vector::materialise(&g, x)),
+        _ => match (&r.kind, point) {
+            (ExprKind::Zero, Some(x)) if r.ty == Type::dual(x.ty.clone()) && vector::is_vector(x) => {
+                star(vector::zeros_like(x))
+            }
+            _ => r,
+        },
+    };
+    readback::to_value(&mut red, &r)
+}
+
+/// `unstar (((Ω f)·(Ω c)) x)`, with the point's shape for its zeros.
+fn gradient(it: &mut Interp, f: E, c: E, x: E, span: Span) -> EvalResult {
+    let t = app(&pullback(f, omega(c)), x.clone());
+    let mut red = Reducer::new(it, span, &Config::default());
+    let r = red.eval(&t)?;
+    let g = match (&r.kind, reduce::star_vector(&r)) {
+        (ExprKind::Zero, _) => vector::zeros_like(&x),
+        (_, Some(g)) => vector::materialise(&g, &x),
+        _ => {
+            return Err(Diagnostic::error(
+                span,
+                format!("the pullback did not reduce to a vector: {}", print::abbreviated(&r, 300)),
+            ))
+        }
+    };
+    readback::to_value(&mut red, &g)
+}
+
+fn to_value(it: &mut Interp, e: &E, span: Span) -> EvalResult {
+    let mut red = Reducer::new(it, span, &Config::default());
+    readback::to_value(&mut red, e)
+}
+
+fn has_zero(e: &E) -> bool {
+    match &e.kind {
+        ExprKind::Zero => true,
+        ExprKind::Tuple(xs) | ExprKind::Array(xs) => xs.iter().any(has_zero),
+        _ => false,
+    }
+}
+
+fn builtin_var(b: Builtin, ty: &Type) -> E {
+    term::builtin(b, ty.clone())
+}
+
+fn arg_types(t: &Type, n: usize) -> Vec<Type> {
+    let mut out = Vec::new();
+    let mut cur = t.clone();
+    for _ in 0..n {
+        out.push(argument_of(&cur));
+        cur = result_of(&cur);
+    }
+    out
+}
+
+/// `⟨r, v⟩` over the continuous components.
+fn pairing(r: &Value, v: &Value) -> f64 {
+    match (r, v) {
+        (Value::Real(a), Value::Real(b)) => a * b,
+        (Value::Tuple(xs), Value::Tuple(ys)) => xs.iter().zip(ys.iter()).map(|(x, y)| pairing(x, y)).sum(),
+        (Value::Array(xs), Value::Array(ys)) => xs.iter().zip(ys.iter()).map(|(x, y)| pairing(x, y)).sum(),
+        _ => 0.0,
+    }
+}
+
+fn show_vector(e: &E) -> String {
+    match &e.kind {
+        ExprKind::Zero => "0".into(),
+        ExprKind::Lit(Lit::Real(r)) => format!("{r:?}"),
+        ExprKind::Lit(Lit::Int(n)) => n.to_string(),
+        ExprKind::Lit(Lit::Bool(b)) => b.to_string(),
+        ExprKind::Lit(Lit::Unit) => "()".into(),
+        ExprKind::Tuple(xs) => format!("({})", xs.iter().map(show_vector).collect::<Vec<_>>().join(", ")),
+        ExprKind::Array(xs) => format!("[{}]", xs.iter().map(show_vector).collect::<Vec<_>>().join(", ")),
+        _ => "…".into(),
+    }
+}

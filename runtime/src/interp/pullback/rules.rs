@@ -1,0 +1,624 @@
+//! The pullback reductions of Fig. 3: `((Ω λy. E)·ω) V → (λv. S)*·(ω (E[V/y]))`, where `λv. S` is
+//! the Jacobian of `λy. E` at `V` (rules 9–19), and the pair rules 20a/20b for the links
+//! `(Ω λy. ⟨y, E⟩)` that reduction 8 makes.
+//!
+//! Written `y` for the pullback's pattern, `yᵢ` for one of its variables, `v` for the tangent
+//! pattern of the same shape (`vᵢ` the tangent of `yᵢ`), and `z` for a variable not in `y`. Rules
+//! marked *ext* are this language's; each is the paper's treatment of a construct it has no
+//! syntax for, or an unfolding that is valid in a neighbourhood of `V` because it only depends on
+//! discrete data (array lengths, iteration counts, the branch a Bool selects):
+//!
+//! ```text
+//! (9)     ((Ω λy. E)·ω) V → 0          if y ∉ FV(E), or E has a discrete type (Int, Bool, …)
+//! (10)    y₁ + y₂, y₁ - y₂, -y₁, y₁ + z        ↦ v₁ + v₂, v₁ - v₂, -v₁, v₁        (10a/10b; ext: -, neg)
+//! (11)    y ↦ v        (12)  yᵢ ↦ vᵢ,  πi yⱼ ↦ πi vⱼ
+//! (13)    ⟨a₁, …, aₙ⟩, [a₁, …, aₙ] ↦ the same with tangents, 0 for a z         (13a–c; ext: n-ary, arrays)
+//! (14)    J f · yᵢ ↦ J f · vᵢ
+//! (15)    f(a₁, …, aₙ) ↦ (J f · ⟨t₁, …, tₙ⟩) ⟨A₁, …, Aₙ⟩   f ∈ F: primitives, operators, .[i],
+//!         definitions of first-order type; ext: any function not depending on y, `z yᵢ`
+//! (lin)   star yᵢ, unstar yᵢ, (Ω yᵢ) x ↦ star vᵢ, unstar vᵢ, star vᵢ                        (ext)
+//! (16a–c) (λx. L)*·z, as the paper
+//! (17)    (Ω λx. L)·z ↦ λa. (λv. S)*·(z P)   if ((Ω λx. L)·z) a →* (λv. S)*·(z P), a fresh
+//! (18)    λx. L ↦ λx. S                       if ((Ω λy. L)·ω′) V →* (λv. S)*·(ω′ P)
+//! (19a–c) yᵢ z, yᵢ yⱼ, as the paper (a function value that is not a λ is η-expanded first)
+//! (if)    if yᵢ then L₁ else L₂ ↦ the branch Vᵢ selects                                   (ext)
+//! (if′)   if z then L₁ else L₂ ↦ if z then S₁ else S₂, from both branches' premises       (ext)
+//! (map)   map f xs ↦ [f xs.[0], …, f xs.[n-1]]        n = len Vₓₛ                         (ext)
+//! (zipWith) zipWith f xs ys ↦ [f xs.[0] ys.[0], …]                                       (ext)
+//! (build) build n f ↦ [f 0, …, f (n-1)]                n = V_n                           (ext)
+//! (fold)  fold f b xs ↦ f (… (f b xs.[0]) …) xs.[n-1]                                    (ext)
+//! (iterate) iterate n f x ↦ f (… (f x))                 n applications                   (ext)
+//! (grad)  grad f x ↦ unstar (((Ω f)·(Ω 1.0)) x); likewise vjp, jacobian                  (ext)
+//! (J)     (J f · t) p ↦ the derivative of f as a term, to differentiate it again         (ext)
+//! (20a)   ((Ω λy. ⟨y, E⟩)·ω) V → (λv. ⟨v, S⟩)*·(ω ⟨V, E[V/y]⟩)   if E's rule gives S
+//! (20b)   ((Ω λy. ⟨y, E⟩)·ω) V → (λv. ⟨v, 0⟩)*·(ω ⟨V, E⟩)          if y ∉ FV(E)
+//! ```
+//!
+//! The unfolding rules rewrite `E` to a let-series equivalent near `V`, and the pullback continues
+//! along it (reductions 7 and 8 split it). When a premise does not reduce to `(λv. S)*·(ω′ P)`
+//! (an array's length is unknown at a symbolic point), rules 16, 18 and 19b keep the Jacobian as
+//! `J h · v` of the function `h` concerned, which reductions 4 and 5 evaluate at concrete points.
+
+use std::rc::Rc;
+
+use frontend::builtins::Builtin;
+use frontend::syntax::*;
+use frontend::types::Type;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use super::prim::{is_prim, Sym};
+use super::print;
+use super::reduce::{eta, Reducer, R};
+use super::term::*;
+
+/// What an elementary term's rule gives at the point.
+enum Elem {
+    /// `(λv. S)*·(ω P)` by rule `label`.
+    Jac { label: String, s: E, primal: E },
+    /// The Jacobian is 0 (rule 9), the value `P`.
+    Zero { primal: E },
+    /// `E` is equivalent, near the point, to this let-series.
+    Rewrite { label: String, series: E },
+    /// No rule applies: the redex is a normal form (Remark 3.6).
+    Stuck,
+}
+
+/// The point a pullback is applied at, seen from its elementary term.
+struct At {
+    /// The variables of `y`.
+    ids: FxHashSet<LocalId>,
+    /// Each variable of `y` to its component of `V`.
+    prim: FxHashMap<LocalId, E>,
+    /// Each variable of `y` to its tangent variable.
+    tan: FxHashMap<LocalId, E>,
+    /// `y` is one variable (rule 11 rather than 12).
+    whole: bool,
+    y: Rc<Pat>,
+    v: E,
+    tterm: E,
+}
+
+impl At {
+    fn var_id(z: &E) -> Option<LocalId> {
+        match &z.kind {
+            ExprKind::Var(_, VarRef::Local(id)) => Some(*id),
+            _ => None,
+        }
+    }
+    /// Is `z` a variable of `y` with a non-trivial tangent?
+    fn dep(&self, z: &E) -> bool {
+        Self::var_id(z).is_some_and(|id| self.ids.contains(&id)) && !z.ty.is_discrete()
+    }
+    /// The tangent of an atom: `vᵢ` for `yᵢ`, 0 for anything else.
+    fn tan(&self, z: &E) -> E {
+        match Self::var_id(z) {
+            Some(id) if !z.ty.is_discrete() => self.tan.get(&id).cloned().unwrap_or_else(|| zero(&z.ty)),
+            _ => zero(&z.ty),
+        }
+    }
+    /// The value of an atom at the point (a variable not in `y` stands for itself).
+    fn prim(&self, z: &E) -> E {
+        match Self::var_id(z) {
+            Some(id) => self.prim.get(&id).cloned().unwrap_or_else(|| z.clone()),
+            None => z.clone(),
+        }
+    }
+    /// `E[V/y]`.
+    fn primal(&self, e: &E) -> E {
+        subst(e, &self.prim)
+    }
+}
+
+enum Premise {
+    /// `(λq. S)*·(ω′ P)`.
+    Dual(Rc<Pat>, E),
+    Zero,
+    Stuck(E),
+}
+
+impl<'a, 'p> Reducer<'a, 'p> {
+    /// The redex `((Ω λy. body)·ω) V`, `body` an elementary term or a link `⟨y, E⟩`.
+    pub(super) fn pullback_at(&mut self, p: &Rc<Pat>, body: &E, w: &E, v: &E) -> R<Option<(String, E)>> {
+        let (tp, tan) = mirror(p);
+        let tterm = pattern_term(&tp);
+        let at = At {
+            ids: binds(p),
+            prim: pattern_subst(p, v),
+            tan,
+            whole: matches!(p.kind, PatKind::Var(..)),
+            y: p.clone(),
+            v: v.clone(),
+            tterm: tterm.clone(),
+        };
+        if super::reduce::is_link(p, body) {
+            let ExprKind::Tuple(xs) = &body.kind else { return Ok(None) };
+            let e = &xs[1];
+            if !mentions_any(e, &at.ids) {
+                // (20b)
+                let s = chain_pair(tterm, zero(&e.ty));
+                return Ok(Some(("20b".into(), dual(tp, s, app(w, chain_pair(v.clone(), e.clone()))))));
+            }
+            return Ok(match self.elem(&at, e)? {
+                // (20a), with E's rule as its premise.
+                Elem::Jac { label, s, primal } => Some((
+                    format!("20a, {label}"),
+                    dual(tp, chain_pair(tterm, s), app(w, chain_pair(v.clone(), primal))),
+                )),
+                Elem::Zero { primal } => Some((
+                    "20a, 9".into(),
+                    dual(tp, chain_pair(tterm, zero(&e.ty)), app(w, chain_pair(v.clone(), primal))),
+                )),
+                // ⟨y, E⟩ ≡ let x = E in ⟨y, x⟩, with E's equivalent series.
+                Elem::Rewrite { label, series } => {
+                    let body = append_tail(&series, &|x| chain_pair(pattern_term(p), x));
+                    Some((label, app(&pullback(lam(p.clone(), body), w.clone()), v.clone())))
+                }
+                Elem::Stuck => None,
+            });
+        }
+        let dual_ty = Type::dual(p.ty.clone());
+        if !mentions_any(body, &at.ids) {
+            // (9)
+            return Ok(Some(("9".into(), zero(&dual_ty))));
+        }
+        Ok(match self.elem(&at, body)? {
+            Elem::Jac { label, s, primal } => Some((label, dual(tp, s, app(w, primal)))),
+            Elem::Zero { .. } => Some(("9".into(), zero(&dual_ty))),
+            Elem::Rewrite { label, series } => {
+                Some((label, app(&pullback(lam(p.clone(), series), w.clone()), v.clone())))
+            }
+            Elem::Stuck => None,
+        })
+    }
+
+    /// Rules 9–19 (and the extensions) for an elementary term `e` that mentions `y`.
+    fn elem(&mut self, at: &At, e: &E) -> R<Elem> {
+        let jac_of = |label: &str, s: E, primal: E| Ok(Elem::Jac { label: label.into(), s, primal });
+        if e.ty.is_discrete() {
+            // (9): a discrete result has the zero tangent space.
+            return Ok(Elem::Zero { primal: at.primal(e) });
+        }
+        match &e.kind {
+            ExprKind::Var(_, VarRef::Local(_)) => {
+                let rule = if at.whole { "11" } else { "12" };
+                jac_of(rule, at.tan(e), at.prim(e))
+            }
+            ExprKind::Sum(a, b) | ExprKind::Bin(BinOp::Add, a, b) => {
+                let (ta, tb) = (at.tan(a), at.tan(b));
+                let rule = if !is_zero(&ta) && !is_zero(&tb) { "10b" } else { "10a" };
+                let s = match (is_zero(&ta), is_zero(&tb)) {
+                    (true, _) => tb,
+                    (_, true) => ta,
+                    _ => mk(e.kind.clone_with(ta, tb), e.ty.clone()),
+                };
+                jac_of(rule, s, at.primal(e))
+            }
+            ExprKind::Bin(BinOp::Sub, a, b) => {
+                let (ta, tb) = (at.tan(a), at.tan(b));
+                let s = match (is_zero(&ta), is_zero(&tb)) {
+                    (_, true) => ta,
+                    (true, _) => mk(ExprKind::Neg(tb), e.ty.clone()),
+                    _ => mk(ExprKind::Bin(BinOp::Sub, ta, tb), e.ty.clone()),
+                };
+                jac_of("10", s, at.primal(e))
+            }
+            ExprKind::Neg(a) => jac_of("10", mk(ExprKind::Neg(at.tan(a)), e.ty.clone()), at.primal(e)),
+            ExprKind::Proj(a, i) => {
+                let ta = at.tan(a);
+                let s = if is_zero(&ta) { zero(&e.ty) } else { proj(&ta, *i) };
+                jac_of("12", s, at.primal(e))
+            }
+            ExprKind::Tuple(xs) => {
+                let rule = match xs.as_slice() {
+                    [a, b] if !xs.iter().any(|x| matches!(x.kind, ExprKind::Tuple(_))) => {
+                        match (at.dep(a), at.dep(b)) {
+                            (true, false) => "13a",
+                            (false, true) => "13b",
+                            _ => "13c",
+                        }
+                    }
+                    _ => "13",
+                };
+                jac_of(rule, self.tangent_tree(at, e), at.primal(e))
+            }
+            ExprKind::Array(xs) => {
+                let ts = xs.iter().map(|x| at.tan(x)).collect();
+                jac_of("13", mk(ExprKind::Array(ts), e.ty.clone()), at.primal(e))
+            }
+            ExprKind::Index(a, i) => self.function_symbol(at, e, Sym::Index(a.ty.clone()), &[a.clone(), i.clone()]),
+            ExprKind::Bin(op @ (BinOp::Mul | BinOp::Div | BinOp::Pow), a, b) => {
+                self.function_symbol(at, e, Sym::Op(*op, a.ty.clone()), &[a.clone(), b.clone()])
+            }
+            ExprKind::If(c, l1, l2) => self.conditional(at, e, c, l1, l2),
+            ExprKind::Lam(x, l) => self.abstraction(at, x, l),
+            ExprKind::Dual(x, l, z) => self.dual_elem(at, e, x, l, z),
+            ExprKind::Pullback(f, z) => self.pullback_elem(at, f, z),
+            ExprKind::App(..) => self.application_elem(at, e),
+            _ => Ok(Elem::Stuck),
+        }
+    }
+
+    /// The tangent of a tuple of atoms (nested tuples allowed).
+    fn tangent_tree(&self, at: &At, e: &E) -> E {
+        match &e.kind {
+            ExprKind::Tuple(xs) => {
+                let ts = xs.iter().map(|x| self.tangent_tree(at, x)).collect();
+                Expr::new(ExprKind::Tuple(ts), e.span, e.ty.clone())
+            }
+            _ => at.tan(e),
+        }
+    }
+
+    /// (15): `f(a₁, …, aₙ)` for a function symbol.
+    fn function_symbol(&mut self, at: &At, e: &E, sym: Sym, args: &[E]) -> R<Elem> {
+        let ts: Vec<E> = args.iter().map(|a| at.tan(a)).collect();
+        if ts.iter().all(is_zero) {
+            return Ok(Elem::Zero { primal: at.primal(e) });
+        }
+        let ps: Vec<E> = args.iter().map(|a| at.prim(a)).collect();
+        let (t, p) = if args.len() == 1 { (ts[0].clone(), ps[0].clone()) } else { (tuple(ts), tuple(ps)) };
+        Ok(Elem::Jac { label: "15".into(), s: app(&jac(sym.term(), t), p), primal: at.primal(e) })
+    }
+
+    /// Reduces `((Ω λy. l)·ω′) V` with a fresh 1-form `ω′`, the premise of `rule`.
+    fn premise_of(&mut self, rule: &str, y: &Rc<Pat>, l: &E, v: &E) -> R<Premise> {
+        let w_ty = Type::omega(l.ty.clone());
+        let (_, w) = fresh_var("ω′", &w_ty);
+        let start = app(&pullback(lam(y.clone(), l.clone()), w.clone()), v.clone());
+        let r = self.premise(rule, &start)?;
+        Ok(match &r.kind {
+            ExprKind::Zero => Premise::Zero,
+            ExprKind::Dual(q, s, arg) => match &arg.kind {
+                ExprKind::App(f, _) if same(f, &w) => Premise::Dual(q.clone(), s.clone()),
+                _ => Premise::Stuck(r.clone()),
+            },
+            _ => Premise::Stuck(r.clone()),
+        })
+    }
+
+    /// A premise's Jacobian `S` in terms of this redex's tangent pattern, or `fallback` (with a
+    /// note in the trace) when the premise is stuck.
+    fn jacobian_from(&mut self, at: &At, premise: Premise, fallback: E) -> E {
+        match premise {
+            Premise::Dual(q, s) => instantiate(&q, &s, &at.tterm),
+            Premise::Zero => zero(&fallback.ty),
+            Premise::Stuck(r) => {
+                let text =
+                    format!("  (the premise stopped at {}; its Jacobian stays J h · v)", print::abbreviated(&r, 200));
+                self.note(&text);
+                fallback
+            }
+        }
+    }
+
+    /// `(J (λy. l) · v) V`: the Jacobian of `λy. l` at the point, kept as a J term.
+    fn deferred(&self, at: &At, l: &E) -> E {
+        app(&jac(lam(at.y.clone(), l.clone()), at.tterm.clone()), at.v.clone())
+    }
+
+    /// (18) `λx. L`: by the D-curry rule its Jacobian is `λx. S`, `λv. S` the Jacobian of `λy. L`.
+    fn abstraction(&mut self, at: &At, x: &Rc<Pat>, l: &E) -> R<Elem> {
+        let (x2, l2) = rename_binder(x, l);
+        let premise = self.premise_of("18", &at.y, &l2, &at.v)?;
+        let fallback = self.deferred(at, &l2);
+        let s = self.jacobian_from(at, premise, fallback);
+        Ok(Elem::Jac { label: "18".into(), s: lam(x2.clone(), s), primal: lam(x2, at.primal(&l2)) })
+    }
+
+    /// (16a–c) the dual map `(λx. L)*·z`.
+    fn dual_elem(&mut self, at: &At, e: &E, x: &Rc<Pat>, l: &E, z: &E) -> R<Elem> {
+        let body_dep = mentions_any(&lam(x.clone(), l.clone()), &at.ids);
+        let zdep = at.dep(z);
+        if !body_dep {
+            // (16a) y ∉ FV(λx. L): linear in z.
+            return Ok(Elem::Jac {
+                label: "16a".into(),
+                s: dual(x.clone(), l.clone(), at.tan(z)),
+                primal: at.primal(e),
+            });
+        }
+        let (x2, l2) = rename_binder(x, l);
+        let rule = if zdep { "16c" } else { "16b" };
+        let premise = self.premise_of(rule, &at.y, &l2, &at.v)?;
+        let fallback = self.deferred(at, &l2);
+        let sl = self.jacobian_from(at, premise, fallback);
+        let l_at = at.primal(&l2);
+        let primal = dual(x2.clone(), l_at.clone(), at.prim(z));
+        if !zdep {
+            // (16b) (λv. (λx. S)*·z)*·(ω ((λx. L[V/y])*·z))
+            if is_zero(&sl) {
+                return Ok(Elem::Zero { primal });
+            }
+            return Ok(Elem::Jac { label: rule.into(), s: dual(x2, sl, at.prim(z)), primal });
+        }
+        // (16c) (λv. (λx. L[V/y])*·vᵢ + (λx. S)*·Vᵢ)*·(ω ((λx. L[V/y])*·Vᵢ))
+        let first = dual(x2.clone(), l_at, at.tan(z));
+        let s = if is_zero(&sl) {
+            first
+        } else {
+            mk(ExprKind::Sum(first, dual(x2, sl, at.prim(z))), Type::dual(x.ty.clone()))
+        };
+        Ok(Elem::Jac { label: rule.into(), s, primal })
+    }
+
+    /// (17) the pullback `(Ω λx. L)·z` becomes the abstraction `λa. (λv. S)*·(z P)`.
+    fn pullback_elem(&mut self, at: &At, f: &E, z: &E) -> R<Elem> {
+        let ExprKind::Lam(..) = &f.kind else {
+            // A named function or a variable: make it a λ first.
+            let (label, g) = match &f.kind {
+                ExprKind::Var(_, VarRef::Global(d)) => ("δ", self.unfold(*d)?),
+                _ => ("η", eta(f)),
+            };
+            let e2 = pullback(g, z.clone());
+            return Ok(Elem::Rewrite { label: label.into(), series: anf::anormal::anormalise(&e2, &mut fresh_id) });
+        };
+        let (pa, a) = fresh_var("a", &argument_of(&f.ty));
+        let start = app(&pullback(f.clone(), z.clone()), a);
+        let r = self.premise("17", &start)?;
+        let body = match &r.kind {
+            ExprKind::Zero | ExprKind::Dual(..) => r.clone(),
+            _ => {
+                return Err(self.error(&format!(
+                    "rule 17 is stuck: the nested pullback reduced to {}, not to a dual map (its point is \
+                     symbolic here, so an array's length or a branch may be unknown)",
+                    print::abbreviated(&r, 200)
+                )))
+            }
+        };
+        let _ = at;
+        let e2 = lam(pa, body);
+        Ok(Elem::Rewrite { label: "17".into(), series: anf::anormal::anormalise(&e2, &mut fresh_id) })
+    }
+
+    /// (if) and (if′).
+    fn conditional(&mut self, at: &At, e: &E, c: &E, l1: &E, l2: &E) -> R<Elem> {
+        let cv = at.prim(c);
+        match &cv.kind {
+            ExprKind::Lit(Lit::Bool(b)) => {
+                Ok(Elem::Rewrite { label: "if".into(), series: if *b { l1.clone() } else { l2.clone() } })
+            }
+            _ => {
+                let p1 = self.premise_of("if′", &at.y, l1, &at.v)?;
+                let p2 = self.premise_of("if′", &at.y, l2, &at.v)?;
+                let (f1, f2) = (self.deferred(at, l1), self.deferred(at, l2));
+                let s1 = self.jacobian_from(at, p1, f1);
+                let s2 = self.jacobian_from(at, p2, f2);
+                let s = mk(ExprKind::If(cv, s1, s2), e.ty.clone());
+                Ok(Elem::Jac { label: "if′".into(), s, primal: at.primal(e) })
+            }
+        }
+    }
+
+    /// Applications: function symbols (15), builtins, and `z z` (19).
+    fn application_elem(&mut self, at: &At, e: &E) -> R<Elem> {
+        let (head, args) = spine(e);
+        let series = |t: &E| anf::anormal::anormalise(t, &mut fresh_id);
+        let rewrite = |label: &str, t: &E| Ok(Elem::Rewrite { label: label.into(), series: series(t) });
+        if let Some(b) = builtin_head(&head) {
+            if args.len() < b.arity() {
+                // A partially applied builtin is a function: λa. b … a.
+                return rewrite("η", &eta(e));
+            }
+            use Builtin as B;
+            return match b {
+                _ if is_prim(b) => self.function_symbol(at, e, Sym::Prim(b, head.ty.clone()), &args),
+                // (14) J f · yᵢ ↦ J f · vᵢ (the function of a J is a constant symbol).
+                B::Jac if args.len() == 2 => {
+                    let f = at.prim(&args[0]);
+                    Ok(Elem::Jac {
+                        label: "14".into(),
+                        s: jac(f.clone(), at.tan(&args[1])),
+                        primal: jac(f, at.prim(&args[1])),
+                    })
+                }
+                // (J): (J f · t) p, differentiated in p too, is f's derivative as a term.
+                B::Jac => {
+                    let f = at.prim(&args[0]);
+                    let sym = self.symbol_of(&f);
+                    if let Some(d) = sym.derivative_term(&args[2], &args[1]) {
+                        return rewrite("J", &d);
+                    }
+                    let g = match &f.kind {
+                        ExprKind::Var(_, VarRef::Global(d)) => self.unfold(*d)?,
+                        ExprKind::Lam(..) => f.clone(),
+                        _ => eta(&f),
+                    };
+                    let ExprKind::Lam(q, body) = &g.kind else { return Ok(Elem::Stuck) };
+                    match self.premise_of("J", q, body, &args[2])? {
+                        Premise::Dual(q2, s) => rewrite("J", &instantiate(&q2, &s, &args[1])),
+                        Premise::Zero => rewrite("J", &zero(&e.ty)),
+                        Premise::Stuck(_) => Ok(Elem::Stuck),
+                    }
+                }
+                // (lin) star, unstar and `(Ω r) x = r*` are linear.
+                B::Star | B::Unstar => {
+                    let s = app(&head, at.tan(&args[0]));
+                    let s = if is_zero(&at.tan(&args[0])) { zero(&e.ty) } else { s };
+                    Ok(Elem::Jac { label: "lin".into(), s, primal: at.primal(e) })
+                }
+                B::Omega => {
+                    let t = at.tan(&args[0]);
+                    let s = if is_zero(&t) { zero(&e.ty) } else { star(t) };
+                    Ok(Elem::Jac { label: "lin".into(), s, primal: at.primal(e) })
+                }
+                B::Map | B::ZipWith | B::Build | B::Fold | B::Iterate => self.unfold_at(at, e, b, &args),
+                B::Grad | B::Vjp => {
+                    let c = if b == B::Grad { real(1.0) } else { args[2].clone() };
+                    let d = app(&pullback(args[0].clone(), omega(c)), args[1].clone());
+                    let ty = argument_of(&args[0].ty);
+                    rewrite(b.name(), &app(&builtin(B::Unstar, Type::fun(Type::dual(ty.clone()), ty)), d))
+                }
+                B::Jacobian => {
+                    let y = self.quietly(|r| r.eval(&app(&at.prim(&args[0]), at.prim(&args[1]))))?;
+                    let ExprKind::Array(ys) = &y.kind else { return Ok(Elem::Stuck) };
+                    let ty = argument_of(&args[0].ty);
+                    let rows = (0..ys.len())
+                        .map(|p| {
+                            let ep = super::vector::one_hot(ys.len(), p, &real(1.0), &y.ty);
+                            let ep = super::vector::materialise(&ep, &y);
+                            let d = app(&pullback(args[0].clone(), omega(ep)), args[1].clone());
+                            app(&builtin(B::Unstar, Type::fun(Type::dual(ty.clone()), ty.clone())), d)
+                        })
+                        .collect();
+                    rewrite("jacobian", &mk(ExprKind::Array(rows), e.ty.clone()))
+                }
+                _ => {
+                    self.note(&format!("  (no pullback rule for `{}` with a continuous result)", b.name()));
+                    Ok(Elem::Stuck)
+                }
+            };
+        }
+        if let ExprKind::Var(_, VarRef::Global(d)) = &head.kind {
+            if self.is_symbol(*d) && args.len() == 1 {
+                return self.function_symbol(at, e, Sym::Global(head.clone()), &args);
+            }
+            // A higher-order definition is a value like any other: name it, then apply it.
+            let (pg, g) = fresh_var("g", &head.ty);
+            let t = mk(ExprKind::Let(pg, head.clone(), app_n(&g, args.clone())), e.ty.clone());
+            return rewrite("A", &t);
+        }
+        let [a] = args.as_slice() else { return Ok(Elem::Stuck) };
+        let f = &head;
+        if !at.dep(f) {
+            // (15) ext: a function not depending on y, applied to yᵢ: its Jacobian is J z.
+            if is_zero(&at.tan(a)) {
+                return Ok(Elem::Zero { primal: at.primal(e) });
+            }
+            return self.function_symbol(at, e, Sym::Fun(at.prim(f)), std::slice::from_ref(a));
+        }
+        let fv = at.prim(f);
+        let av = at.prim(a);
+        let own = app(&at.tan(f), av.clone());
+        if is_zero(&at.tan(a)) {
+            // (19a) (λv. vᵢ z)*·(ω (Vᵢ z))
+            return Ok(Elem::Jac { label: "19a".into(), s: own, primal: app(&fv, av) });
+        }
+        // (19b/c) by the D-eval rule: (λv. vᵢ Vⱼ + S′[vⱼ/v′])*·(ω (Vᵢ Vⱼ)).
+        let g = match &fv.kind {
+            ExprKind::Lam(..) => fv.clone(),
+            ExprKind::Var(_, VarRef::Local(_)) => return Ok(Elem::Stuck), // Remark 3.6, value 2
+            _ => eta(&fv),
+        };
+        let ExprKind::Lam(q, body) = &g.kind else { return Ok(Elem::Stuck) };
+        let premise = self.premise_of("19b", q, body, &av)?;
+        let ta = at.tan(a);
+        let (rule, s) = match premise {
+            Premise::Zero => ("19c", own),
+            Premise::Dual(q2, s2) => ("19b", mk(ExprKind::Sum(own, instantiate(&q2, &s2, &ta)), e.ty.clone())),
+            Premise::Stuck(r) => {
+                let text =
+                    format!("  (the premise stopped at {}; its Jacobian stays J h · v)", print::abbreviated(&r, 200));
+                self.note(&text);
+                ("19b", mk(ExprKind::Sum(own, app(&jac(g.clone(), ta), av.clone())), e.ty.clone()))
+            }
+        };
+        Ok(Elem::Jac { label: rule.into(), s, primal: app(&fv, av) })
+    }
+
+    /// (map), (zipWith), (build), (fold), (iterate): the applications the primitive performs at the
+    /// point, as a let-series over the same variables.
+    fn unfold_at(&mut self, at: &At, e: &E, b: Builtin, args: &[E]) -> R<Elem> {
+        let len = |x: &E| match &at.prim(x).kind {
+            ExprKind::Array(xs) => Some(xs.len()),
+            _ => None,
+        };
+        let count = |x: &E| match &at.prim(x).kind {
+            ExprKind::Lit(Lit::Int(n)) if *n >= 0 => Some(*n as usize),
+            _ => None,
+        };
+        let elem = |xs: &E, i: usize| {
+            let ty = match &xs.ty {
+                Type::Array(t) => (**t).clone(),
+                _ => Type::Unit,
+            };
+            mk(ExprKind::Index(xs.clone(), int(i as i64)), ty)
+        };
+        use Builtin as B;
+        let term = match b {
+            B::Map => len(&args[1])
+                .map(|n| mk(ExprKind::Array((0..n).map(|i| app(&args[0], elem(&args[1], i))).collect()), e.ty.clone())),
+            B::ZipWith => match (len(&args[1]), len(&args[2])) {
+                (Some(n), Some(m)) if n == m => Some(mk(
+                    ExprKind::Array(
+                        (0..n).map(|i| app_n(&args[0], vec![elem(&args[1], i), elem(&args[2], i)])).collect(),
+                    ),
+                    e.ty.clone(),
+                )),
+                (Some(n), Some(m)) => {
+                    return Err(self.error(&format!("zipWith: arrays have different lengths {n} and {m}")))
+                }
+                _ => None,
+            },
+            B::Build => count(&args[0])
+                .map(|n| mk(ExprKind::Array((0..n).map(|i| app(&args[1], int(i as i64))).collect()), e.ty.clone())),
+            B::Fold => len(&args[2])
+                .map(|n| (0..n).fold(args[1].clone(), |acc, i| app_n(&args[0], vec![acc, elem(&args[2], i)]))),
+            B::Iterate => count(&args[0]).map(|n| (0..n).fold(args[2].clone(), |x, _| app(&args[1], x))),
+            _ => None,
+        };
+        match term {
+            Some(t) => {
+                Ok(Elem::Rewrite { label: b.name().into(), series: anf::anormal::anormalise(&t, &mut fresh_id) })
+            }
+            None => {
+                self.note(&format!("  (`{}` cannot unfold: its size is not known at this point)", b.name()));
+                Ok(Elem::Stuck)
+            }
+        }
+    }
+}
+
+/// A copy of `λx. l` with fresh binders (so `x ∉ FV(V)`, as rules 16 and 18 require).
+fn rename_binder(x: &Rc<Pat>, l: &E) -> (Rc<Pat>, E) {
+    let mut s = FxHashMap::default();
+    fn go(p: &Pat, s: &mut FxHashMap<LocalId, E>) -> Pat {
+        let kind = match &p.kind {
+            PatKind::Var(n, id) => {
+                let nid = fresh_id();
+                s.insert(*id, var(n.clone(), nid, &p.ty));
+                PatKind::Var(n.clone(), nid)
+            }
+            PatKind::Tuple(ps) => PatKind::Tuple(ps.iter().map(|q| go(q, s)).collect()),
+            k => k.clone(),
+        };
+        Pat { kind, span: p.span, ty: p.ty.clone(), ann: None }
+    }
+    let x2 = Rc::new(go(x, &mut s));
+    (x2, subst(l, &s))
+}
+
+/// The let-series `L` with its result `x` replaced by `f(x)`: `let …; x = E; r = f(x) in r`.
+fn append_tail(series: &E, f: &dyn Fn(E) -> E) -> E {
+    match &series.kind {
+        ExprKind::Let(p, rhs, rest) => {
+            let rest2 = match &rest.kind {
+                ExprKind::Var(_, VarRef::Local(id)) if binds(p).contains(id) => {
+                    let fx = f(rest.clone());
+                    let (pr, r) = fresh_var("r", &fx.ty);
+                    mk(ExprKind::Let(pr, fx, r.clone()), r.ty.clone())
+                }
+                _ => append_tail(rest, f),
+            };
+            mk(ExprKind::Let(p.clone(), rhs.clone(), rest2.clone()), rest2.ty.clone())
+        }
+        _ => {
+            let fx = f(series.clone());
+            let (pr, r) = fresh_var("r", &fx.ty);
+            mk(ExprKind::Let(pr, fx, r.clone()), r.ty.clone())
+        }
+    }
+}
+
+trait CloneWith {
+    fn clone_with(&self, a: E, b: E) -> ExprKind;
+}
+
+impl CloneWith for ExprKind {
+    /// The same binary node with new operands.
+    fn clone_with(&self, a: E, b: E) -> ExprKind {
+        match self {
+            ExprKind::Bin(op, ..) => ExprKind::Bin(*op, a, b),
+            _ => ExprKind::Sum(a, b),
+        }
+    }
+}

@@ -1,0 +1,488 @@
+//! Term plumbing for the reducer: typed constructors, fresh variables, capture-avoiding
+//! substitution, free variables and patterns (paths, tangent mirrors, chain tuples).
+
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use frontend::builtins::Builtin;
+use frontend::span::Span;
+use frontend::syntax::*;
+use frontend::types::Type;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+/// Marks the pairs that rules 8 and 20 make (`⟨y, x⟩`, `⟨y, E⟩`, `⟨V, E[V/y]⟩`, `⟨v, S⟩`), so the
+/// printer can write them the paper's way, `⟨⟨x, y⟩, z1, z2⟩` for `⟨⟨⟨x, y⟩, z1⟩, z2⟩`.
+pub const CHAIN: Span = Span { lo: u32::MAX - 1, hi: u32::MAX - 1 };
+
+/// Fresh binders of every reducer come from one counter far above the front end's ids, so terms
+/// made by different reductions never share a free variable.
+static NEXT_ID: AtomicU32 = AtomicU32::new(1 << 30);
+
+pub fn fresh_id() -> LocalId {
+    LocalId(NEXT_ID.fetch_add(1, Ordering::Relaxed))
+}
+
+pub fn fresh_var(name: &str, ty: &Type) -> (Rc<Pat>, E) {
+    let id = fresh_id();
+    let name: Name = name.into();
+    (Rc::new(Pat::var(name.clone(), id, ty.clone())), var(name, id, ty))
+}
+
+pub fn var(name: Name, id: LocalId, ty: &Type) -> E {
+    Expr::new(ExprKind::Var(name, VarRef::Local(id)), Span::SYNTHETIC, ty.clone())
+}
+
+pub fn mk(kind: ExprKind, ty: Type) -> E {
+    Expr::new(kind, Span::SYNTHETIC, ty)
+}
+
+pub fn real(r: f64) -> E {
+    mk(ExprKind::Lit(Lit::Real(r)), Type::Real)
+}
+
+pub fn int(n: i64) -> E {
+    mk(ExprKind::Lit(Lit::Int(n)), Type::Int)
+}
+
+pub fn boolean(b: bool) -> E {
+    mk(ExprKind::Lit(Lit::Bool(b)), Type::Bool)
+}
+
+/// The paper's 0 at type `ty`.
+pub fn zero(ty: &Type) -> E {
+    mk(ExprKind::Zero, ty.clone())
+}
+
+pub fn is_zero(e: &E) -> bool {
+    matches!(e.kind, ExprKind::Zero)
+}
+
+/// The result type of applying something of type `t`.
+pub fn result_of(t: &Type) -> Type {
+    match t {
+        Type::Fun(_, r) => (**r).clone(),
+        // A dual applied to a tangent gives a number.
+        Type::Dual(_) => Type::Real,
+        _ => Type::Unit,
+    }
+}
+
+/// The argument type of something of type `t`.
+pub fn argument_of(t: &Type) -> Type {
+    match t {
+        Type::Fun(a, _) => (**a).clone(),
+        Type::Dual(a) => (**a).clone(),
+        _ => Type::Unit,
+    }
+}
+
+pub fn app(f: &E, a: E) -> E {
+    mk(ExprKind::App(f.clone(), a), result_of(&f.ty))
+}
+
+pub fn app_n(f: &E, args: Vec<E>) -> E {
+    args.into_iter().fold(f.clone(), |g, a| app(&g, a))
+}
+
+pub fn builtin(b: Builtin, ty: Type) -> E {
+    mk(ExprKind::Var(b.name().into(), VarRef::Builtin(b)), ty)
+}
+
+pub fn tuple(xs: Vec<E>) -> E {
+    let ty = Type::tuple(xs.iter().map(|x| x.ty.clone()).collect());
+    mk(ExprKind::Tuple(xs), ty)
+}
+
+/// A pair made by rules 8 and 20 (see `CHAIN`).
+pub fn chain_pair(a: E, b: E) -> E {
+    let ty = Type::tuple(vec![a.ty.clone(), b.ty.clone()]);
+    Expr::new(ExprKind::Tuple(vec![a, b]), CHAIN, ty)
+}
+
+pub fn lam(p: Rc<Pat>, body: E) -> E {
+    let ty = Type::fun(p.ty.clone(), body.ty.clone());
+    mk(ExprKind::Lam(p, body), ty)
+}
+
+/// `(λp. s)*·w`.
+pub fn dual(p: Rc<Pat>, s: E, w: E) -> E {
+    let ty = Type::dual(p.ty.clone());
+    mk(ExprKind::Dual(p, s, w), ty)
+}
+
+/// `(Ω f)·w`.
+pub fn pullback(f: E, w: E) -> E {
+    let ty = Type::omega(argument_of(&f.ty));
+    mk(ExprKind::Pullback(f, w), ty)
+}
+
+/// `r*`.
+pub fn star(r: E) -> E {
+    let t = r.ty.clone();
+    app(&builtin(Builtin::Star, Type::fun(t.clone(), Type::dual(t))), r)
+}
+
+/// `Ω r`, the constant 1-form.
+pub fn omega(r: E) -> E {
+    let t = r.ty.clone();
+    app(&builtin(Builtin::Omega, Type::fun(t.clone(), Type::omega(t))), r)
+}
+
+/// `J f · s` (a function of the point).
+pub fn jac(f: E, s: E) -> E {
+    let (a, b) = match &f.ty {
+        Type::Fun(a, b) => ((**a).clone(), (**b).clone()),
+        _ => (s.ty.clone(), Type::Unit),
+    };
+    let jty = Type::fun(f.ty.clone(), Type::fun(a.clone(), Type::fun(a, b)));
+    app(&app(&builtin(Builtin::Jac, jty), f), s)
+}
+
+pub fn proj(e: &E, i: usize) -> E {
+    if let ExprKind::Tuple(xs) = &e.kind {
+        if let Some(x) = xs.get(i) {
+            return x.clone();
+        }
+    }
+    let ty = match &e.ty {
+        Type::Tuple(ts) => ts.get(i).cloned().unwrap_or(Type::Unit),
+        _ => Type::Unit,
+    };
+    mk(ExprKind::Proj(e.clone(), i), ty)
+}
+
+/// The component of `v` at `path` (projections, taken directly from tuple terms).
+pub fn component(v: &E, path: &[usize]) -> E {
+    path.iter().fold(v.clone(), |e, i| proj(&e, *i))
+}
+
+/// `f a b …` as a head and its arguments.
+pub fn spine(e: &E) -> (E, Vec<E>) {
+    let mut args = Vec::new();
+    let mut cur = e.clone();
+    while let ExprKind::App(f, a) = &cur.kind {
+        args.push(a.clone());
+        let f = f.clone();
+        cur = f;
+    }
+    args.reverse();
+    (cur, args)
+}
+
+pub fn builtin_head(e: &E) -> Option<Builtin> {
+    match &e.kind {
+        ExprKind::Var(_, VarRef::Builtin(b)) => Some(*b),
+        _ => None,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Patterns
+
+/// A variable of a pattern with its path of projections.
+#[derive(Clone, Debug)]
+pub struct Leaf {
+    pub id: LocalId,
+    pub name: Name,
+    pub ty: Type,
+    pub path: Vec<usize>,
+}
+
+pub fn leaves(p: &Pat) -> Vec<Leaf> {
+    fn go(p: &Pat, path: &mut Vec<usize>, out: &mut Vec<Leaf>) {
+        match &p.kind {
+            PatKind::Var(n, id) => out.push(Leaf { id: *id, name: n.clone(), ty: p.ty.clone(), path: path.clone() }),
+            PatKind::Wild | PatKind::Unit => {}
+            PatKind::Tuple(ps) => {
+                for (i, q) in ps.iter().enumerate() {
+                    path.push(i);
+                    go(q, path, out);
+                    path.pop();
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    go(p, &mut Vec::new(), &mut out);
+    out
+}
+
+pub fn binds(p: &Pat) -> FxHashSet<LocalId> {
+    p.binders().into_iter().map(|(_, id)| id).collect()
+}
+
+/// The pattern with each `_` replaced by a fresh variable, so the whole input can be named as a
+/// term (rule 8 pairs the input with each intermediate result).
+pub fn tame(p: &Rc<Pat>) -> Rc<Pat> {
+    fn has_wild(p: &Pat) -> bool {
+        match &p.kind {
+            PatKind::Wild => true,
+            PatKind::Tuple(ps) => ps.iter().any(has_wild),
+            _ => false,
+        }
+    }
+    fn go(p: &Pat) -> Pat {
+        match &p.kind {
+            PatKind::Wild => {
+                Pat { kind: PatKind::Var("_".into(), fresh_id()), span: p.span, ty: p.ty.clone(), ann: None }
+            }
+            PatKind::Tuple(ps) => {
+                Pat { kind: PatKind::Tuple(ps.iter().map(go).collect()), span: p.span, ty: p.ty.clone(), ann: None }
+            }
+            _ => p.clone(),
+        }
+    }
+    if has_wild(p) {
+        Rc::new(go(p))
+    } else {
+        p.clone()
+    }
+}
+
+/// The pattern read as a term (after `tame`).
+pub fn pattern_term(p: &Pat) -> E {
+    match &p.kind {
+        PatKind::Var(n, id) => var(n.clone(), *id, &p.ty),
+        PatKind::Unit | PatKind::Wild => mk(ExprKind::Lit(Lit::Unit), Type::Unit),
+        PatKind::Tuple(ps) => {
+            let xs: Vec<E> = ps.iter().map(pattern_term).collect();
+            Expr::new(ExprKind::Tuple(xs), p.span, p.ty.clone())
+        }
+    }
+}
+
+/// `⟨y, x⟩` for rule 8.
+pub fn chain_pattern(y: &Pat, x: &Pat) -> Rc<Pat> {
+    let ty = Type::tuple(vec![y.ty.clone(), x.ty.clone()]);
+    Rc::new(Pat { kind: PatKind::Tuple(vec![y.clone(), x.clone()]), span: CHAIN, ty, ann: None })
+}
+
+/// A tangent pattern of the same shape as `p`: fresh `v` (one variable) or `v1, v2, …`, with the
+/// map from each variable of `p` to its tangent variable.
+pub fn mirror(p: &Pat) -> (Rc<Pat>, FxHashMap<LocalId, E>) {
+    let single = matches!(p.kind, PatKind::Var(..));
+    let mut map = FxHashMap::default();
+    let mut n = 0;
+    fn go(p: &Pat, single: bool, n: &mut u32, map: &mut FxHashMap<LocalId, E>) -> Pat {
+        let kind = match &p.kind {
+            PatKind::Var(_, id) => {
+                *n += 1;
+                let name: Name = if single { "v".into() } else { format!("v{n}").into() };
+                let nid = fresh_id();
+                map.insert(*id, var(name.clone(), nid, &p.ty));
+                PatKind::Var(name, nid)
+            }
+            PatKind::Tuple(ps) => PatKind::Tuple(ps.iter().map(|q| go(q, single, n, map)).collect()),
+            k => k.clone(),
+        };
+        Pat { kind, span: p.span, ty: p.ty.clone(), ann: None }
+    }
+    let t = go(p, single, &mut n, &mut map);
+    (Rc::new(t), map)
+}
+
+/// The substitution `[V/p]`: each variable of `p` to its component of `v`.
+pub fn pattern_subst(p: &Pat, v: &E) -> FxHashMap<LocalId, E> {
+    leaves(p).into_iter().map(|l| (l.id, component(v, &l.path))).collect()
+}
+
+/// `body[V/p]`.
+pub fn instantiate(p: &Pat, body: &E, v: &E) -> E {
+    subst(body, &pattern_subst(p, v))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Free variables and substitution
+
+/// Free local variables of `e` with their types, in order of first occurrence.
+pub fn free_vars(e: &E) -> Vec<(LocalId, Name, Type)> {
+    let mut out: Vec<(LocalId, Name, Type)> = Vec::new();
+    let mut seen = FxHashSet::default();
+    let mut bound: Vec<LocalId> = Vec::new();
+    fn go(e: &E, bound: &mut Vec<LocalId>, seen: &mut FxHashSet<LocalId>, out: &mut Vec<(LocalId, Name, Type)>) {
+        let under = |p: &Pat, b: &E, bound: &mut Vec<LocalId>, seen: &mut FxHashSet<LocalId>, out: &mut Vec<_>| {
+            let mark = bound.len();
+            bound.extend(p.binders().into_iter().map(|(_, id)| id));
+            go(b, bound, seen, out);
+            bound.truncate(mark);
+        };
+        match &e.kind {
+            ExprKind::Var(n, VarRef::Local(id)) => {
+                if !bound.contains(id) && seen.insert(*id) {
+                    out.push((*id, n.clone(), e.ty.clone()));
+                }
+            }
+            ExprKind::Lam(p, b) => under(p, b, bound, seen, out),
+            ExprKind::Let(p, a, b) => {
+                go(a, bound, seen, out);
+                under(p, b, bound, seen, out)
+            }
+            ExprKind::Dual(p, s, w) => {
+                under(p, s, bound, seen, out);
+                go(w, bound, seen, out)
+            }
+            _ => frontend::lin::for_each_child(e, &mut |c| go(c, bound, seen, out)),
+        }
+    }
+    go(e, &mut bound, &mut seen, &mut out);
+    out
+}
+
+pub fn free_set(e: &E) -> FxHashSet<LocalId> {
+    free_vars(e).into_iter().map(|(id, _, _)| id).collect()
+}
+
+pub fn mentions_any(e: &E, ids: &FxHashSet<LocalId>) -> bool {
+    !ids.is_empty() && free_vars(e).iter().any(|(id, _, _)| ids.contains(id))
+}
+
+pub fn is_closed(e: &E) -> bool {
+    free_vars(e).is_empty()
+}
+
+/// Capture-avoiding substitution of terms for free variables.
+pub fn subst(e: &E, s: &FxHashMap<LocalId, E>) -> E {
+    if s.is_empty() {
+        return e.clone();
+    }
+    let mut danger = FxHashSet::default();
+    for r in s.values() {
+        danger.extend(free_set(r));
+    }
+    Subst { danger }.go(e, s)
+}
+
+struct Subst {
+    /// Free variables of the substituted terms: binders with these ids are renamed.
+    danger: FxHashSet<LocalId>,
+}
+
+impl Subst {
+    /// Renames the binders of `p` that could capture, and drops those it shadows from `s`.
+    fn binder(&self, p: &Rc<Pat>, s: &FxHashMap<LocalId, E>) -> (Rc<Pat>, FxHashMap<LocalId, E>) {
+        let ids = binds(p);
+        let mut s2: FxHashMap<LocalId, E> =
+            s.iter().filter(|(k, _)| !ids.contains(k)).map(|(k, v)| (*k, v.clone())).collect();
+        if !ids.iter().any(|id| self.danger.contains(id)) || s2.is_empty() {
+            return (p.clone(), s2);
+        }
+        fn rename(p: &Pat, danger: &FxHashSet<LocalId>, s2: &mut FxHashMap<LocalId, E>) -> Pat {
+            let kind = match &p.kind {
+                PatKind::Var(n, id) if danger.contains(id) => {
+                    let nid = fresh_id();
+                    s2.insert(*id, var(n.clone(), nid, &p.ty));
+                    PatKind::Var(n.clone(), nid)
+                }
+                PatKind::Tuple(ps) => PatKind::Tuple(ps.iter().map(|q| rename(q, danger, s2)).collect()),
+                k => k.clone(),
+            };
+            Pat { kind, span: p.span, ty: p.ty.clone(), ann: p.ann.clone() }
+        }
+        let p2 = rename(p, &self.danger, &mut s2);
+        (Rc::new(p2), s2)
+    }
+
+    fn go(&self, e: &E, s: &FxHashMap<LocalId, E>) -> E {
+        if s.is_empty() {
+            return e.clone();
+        }
+        let re = |kind: ExprKind| Expr::new(kind, e.span, e.ty.clone());
+        match &e.kind {
+            ExprKind::Var(_, VarRef::Local(id)) => s.get(id).cloned().unwrap_or_else(|| e.clone()),
+            ExprKind::Var(..) | ExprKind::Lit(_) | ExprKind::Zero => e.clone(),
+            ExprKind::Lam(p, b) => {
+                let (p, s2) = self.binder(p, s);
+                re(ExprKind::Lam(p, self.go(b, &s2)))
+            }
+            ExprKind::Let(p, a, b) => {
+                let a = self.go(a, s);
+                let (p, s2) = self.binder(p, s);
+                re(ExprKind::Let(p, a, self.go(b, &s2)))
+            }
+            ExprKind::Dual(p, b, w) => {
+                let w = self.go(w, s);
+                let (p, s2) = self.binder(p, s);
+                re(ExprKind::Dual(p, self.go(b, &s2), w))
+            }
+            _ => map_children(e, &mut |c| self.go(c, s)),
+        }
+    }
+}
+
+/// Rebuilds `e` with each direct sub-term (not under a binder of `e` — binders are the caller's
+/// business) mapped; unchanged children keep sharing.
+pub fn map_children(e: &E, f: &mut dyn FnMut(&E) -> E) -> E {
+    let mut changed = false;
+    let mut g = |c: &E| {
+        let n = f(c);
+        if !Rc::ptr_eq(&n, c) {
+            changed = true;
+        }
+        n
+    };
+    let kind = match &e.kind {
+        ExprKind::Var(..) | ExprKind::Lit(_) | ExprKind::Zero => return e.clone(),
+        ExprKind::Lam(p, a) => ExprKind::Lam(p.clone(), g(a)),
+        ExprKind::Neg(a) => ExprKind::Neg(g(a)),
+        ExprKind::Not(a) => ExprKind::Not(g(a)),
+        ExprKind::Proj(a, i) => ExprKind::Proj(g(a), *i),
+        ExprKind::Derive(a) => ExprKind::Derive(g(a)),
+        ExprKind::Ann(a, t) => ExprKind::Ann(g(a), t.clone()),
+        ExprKind::App(a, b) => ExprKind::App(g(a), g(b)),
+        ExprKind::Let(p, a, b) => ExprKind::Let(p.clone(), g(a), g(b)),
+        ExprKind::Bin(op, a, b) => ExprKind::Bin(*op, g(a), g(b)),
+        ExprKind::Index(a, b) => ExprKind::Index(g(a), g(b)),
+        ExprKind::Pullback(a, b) => ExprKind::Pullback(g(a), g(b)),
+        ExprKind::Dual(p, a, b) => ExprKind::Dual(p.clone(), g(a), g(b)),
+        ExprKind::Sum(a, b) => ExprKind::Sum(g(a), g(b)),
+        ExprKind::If(a, b, c) => ExprKind::If(g(a), g(b), g(c)),
+        ExprKind::Tuple(xs) => ExprKind::Tuple(xs.iter().map(&mut g).collect()),
+        ExprKind::Array(xs) => ExprKind::Array(xs.iter().map(&mut g).collect()),
+        ExprKind::Bag(xs) => ExprKind::Bag(xs.iter().map(|(x, n)| (g(x), *n)).collect()),
+        ExprKind::Map(xs) => ExprKind::Map(xs.iter().map(|(k, v)| (g(k), g(v))).collect()),
+    };
+    if !changed {
+        return e.clone();
+    }
+    Expr::new(kind, e.span, e.ty.clone())
+}
+
+/// Replaces the `i`-th direct sub-term (in `map_children` order).
+pub fn with_child(e: &E, i: usize, new: &E) -> E {
+    let mut k = 0;
+    map_children(e, &mut |c| {
+        let r = if k == i { new.clone() } else { c.clone() };
+        k += 1;
+        r
+    })
+}
+
+/// Structural equality up to spans (variables by id).
+pub fn same(a: &E, b: &E) -> bool {
+    if Rc::ptr_eq(a, b) {
+        return true;
+    }
+    match (&a.kind, &b.kind) {
+        (ExprKind::Var(_, x), ExprKind::Var(_, y)) => x == y,
+        (ExprKind::Lit(x), ExprKind::Lit(y)) => match (x, y) {
+            (Lit::Real(p), Lit::Real(q)) => p.to_bits() == q.to_bits(),
+            _ => x == y,
+        },
+        (ExprKind::Zero, ExprKind::Zero) => true,
+        (ExprKind::Lam(p, x), ExprKind::Lam(q, y)) => p.kind == q.kind && same(x, y),
+        (ExprKind::Let(p, x1, x2), ExprKind::Let(q, y1, y2)) => p.kind == q.kind && same(x1, y1) && same(x2, y2),
+        (ExprKind::Dual(p, x1, x2), ExprKind::Dual(q, y1, y2)) => p.kind == q.kind && same(x1, y1) && same(x2, y2),
+        (ExprKind::Proj(x, i), ExprKind::Proj(y, j)) => i == j && same(x, y),
+        (ExprKind::Bin(o, x1, x2), ExprKind::Bin(p, y1, y2)) => o == p && same(x1, y1) && same(x2, y2),
+        (ExprKind::App(x1, x2), ExprKind::App(y1, y2))
+        | (ExprKind::Index(x1, x2), ExprKind::Index(y1, y2))
+        | (ExprKind::Pullback(x1, x2), ExprKind::Pullback(y1, y2))
+        | (ExprKind::Sum(x1, x2), ExprKind::Sum(y1, y2)) => same(x1, y1) && same(x2, y2),
+        (ExprKind::Neg(x), ExprKind::Neg(y)) | (ExprKind::Not(x), ExprKind::Not(y)) => same(x, y),
+        (ExprKind::If(x1, x2, x3), ExprKind::If(y1, y2, y3)) => same(x1, y1) && same(x2, y2) && same(x3, y3),
+        (ExprKind::Tuple(xs), ExprKind::Tuple(ys)) | (ExprKind::Array(xs), ExprKind::Array(ys)) => {
+            xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| same(x, y))
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,179 @@
+//! Literal vectors as terms — reals, and tuples and arrays of them, with the symbolic `0` standing
+//! for a zero of any shape — and the arithmetic the rules need on them: sums, scaling, inner
+//! products, one-hot vectors, and filling in symbolic zeros from a point's shape.
+//!
+//! Components of a discrete type (Int, Bool, Unit, bags, maps) have the zero tangent space
+//! (LANGUAGE.md §5): they never carry a tangent or cotangent, whatever literal stands there.
+
+use frontend::syntax::*;
+use frontend::types::Type;
+
+use super::term::*;
+
+/// Is `e` a literal vector: numbers, `0`, and tuples and arrays of literal vectors?
+pub fn is_vector(e: &E) -> bool {
+    match &e.kind {
+        ExprKind::Lit(_) | ExprKind::Zero => true,
+        ExprKind::Tuple(xs) | ExprKind::Array(xs) => xs.iter().all(is_vector),
+        ExprKind::Bag(_) | ExprKind::Map(_) => anf::anormal::is_literal(e),
+        _ => false,
+    }
+}
+
+/// `a + b` for literal vectors of the same type.
+pub fn add(a: &E, b: &E) -> Result<E, String> {
+    if a.ty.is_discrete() {
+        return Ok(zero(&a.ty));
+    }
+    Ok(match (&a.kind, &b.kind) {
+        (ExprKind::Zero, _) => b.clone(),
+        (_, ExprKind::Zero) => a.clone(),
+        (ExprKind::Lit(Lit::Real(x)), ExprKind::Lit(Lit::Real(y))) => real(x + y),
+        (ExprKind::Tuple(xs), ExprKind::Tuple(ys)) if xs.len() == ys.len() => {
+            let zs = xs.iter().zip(ys).map(|(x, y)| add(x, y)).collect::<Result<Vec<_>, _>>()?;
+            Expr::new(ExprKind::Tuple(zs), if a.span == CHAIN { a.span } else { b.span }, a.ty.clone())
+        }
+        (ExprKind::Array(xs), ExprKind::Array(ys)) => {
+            if xs.len() != ys.len() {
+                return Err(format!("adding cotangents of arrays of lengths {} and {}", xs.len(), ys.len()));
+            }
+            let zs = xs.iter().zip(ys).map(|(x, y)| add(x, y)).collect::<Result<Vec<_>, _>>()?;
+            mk(ExprKind::Array(zs), a.ty.clone())
+        }
+        _ => return Err("internal: adding vectors of different shapes".into()),
+    })
+}
+
+/// `k · a`.
+pub fn scale(a: &E, k: f64) -> E {
+    if a.ty.is_discrete() {
+        return zero(&a.ty);
+    }
+    match &a.kind {
+        ExprKind::Lit(Lit::Real(x)) => real(k * x),
+        ExprKind::Tuple(xs) => {
+            Expr::new(ExprKind::Tuple(xs.iter().map(|x| scale(x, k)).collect()), a.span, a.ty.clone())
+        }
+        ExprKind::Array(xs) => mk(ExprKind::Array(xs.iter().map(|x| scale(x, k)).collect()), a.ty.clone()),
+        _ => zero(&a.ty),
+    }
+}
+
+/// `⟨a, b⟩ = Σ aᵢ bᵢ` over the continuous components.
+pub fn inner(a: &E, b: &E) -> Result<f64, String> {
+    if a.ty.is_discrete() || b.ty.is_discrete() {
+        return Ok(0.0);
+    }
+    Ok(match (&a.kind, &b.kind) {
+        (ExprKind::Zero, _) | (_, ExprKind::Zero) => 0.0,
+        (ExprKind::Lit(Lit::Real(x)), ExprKind::Lit(Lit::Real(y))) => x * y,
+        (ExprKind::Tuple(xs), ExprKind::Tuple(ys)) | (ExprKind::Array(xs), ExprKind::Array(ys)) => {
+            if xs.len() != ys.len() {
+                return Err(format!("pairing vectors of lengths {} and {}", xs.len(), ys.len()));
+            }
+            let mut s = 0.0;
+            for (x, y) in xs.iter().zip(ys) {
+                s += inner(x, y)?;
+            }
+            s
+        }
+        _ => return Err("internal: pairing vectors of different shapes".into()),
+    })
+}
+
+/// The array of length `n` with `c` at `i` and `0` elsewhere.
+pub fn one_hot(n: usize, i: usize, c: &E, ty: &Type) -> E {
+    let elem = match ty {
+        Type::Array(t) => (**t).clone(),
+        _ => c.ty.clone(),
+    };
+    let xs = (0..n).map(|k| if k == i { c.clone() } else { zero(&elem) }).collect();
+    mk(ExprKind::Array(xs), ty.clone())
+}
+
+/// The zero of `shape`'s type with `shape`'s array lengths.
+pub fn zeros_like(shape: &E) -> E {
+    match (&shape.ty, &shape.kind) {
+        (Type::Real, _) => real(0.0),
+        (Type::Int, _) => int(0),
+        (Type::Bool, _) => boolean(false),
+        (Type::Unit, _) => mk(ExprKind::Lit(Lit::Unit), Type::Unit),
+        (_, ExprKind::Tuple(xs)) => mk(ExprKind::Tuple(xs.iter().map(zeros_like).collect()), shape.ty.clone()),
+        (_, ExprKind::Array(xs)) => mk(ExprKind::Array(xs.iter().map(zeros_like).collect()), shape.ty.clone()),
+        (Type::Bag(_), _) => mk(ExprKind::Bag(Vec::new()), shape.ty.clone()),
+        (Type::Map(..), _) => mk(ExprKind::Map(Vec::new()), shape.ty.clone()),
+        _ => zero(&shape.ty),
+    }
+}
+
+/// `g` with every symbolic `0` (and every discrete component) replaced by the zero of `shape`.
+pub fn materialise(g: &E, shape: &E) -> E {
+    if shape.ty.is_discrete() {
+        return zeros_like(shape);
+    }
+    match (&g.kind, &shape.kind) {
+        (ExprKind::Zero, _) => zeros_like(shape),
+        (ExprKind::Tuple(xs), ExprKind::Tuple(ss)) | (ExprKind::Array(xs), ExprKind::Array(ss))
+            if xs.len() == ss.len() =>
+        {
+            let ys = xs.iter().zip(ss).map(|(x, s)| materialise(x, s)).collect();
+            mk(
+                if matches!(g.kind, ExprKind::Tuple(_)) { ExprKind::Tuple(ys) } else { ExprKind::Array(ys) },
+                g.ty.clone(),
+            )
+        }
+        _ => g.clone(),
+    }
+}
+
+/// `g` with its symbolic zeros filled in from its type alone; `None` when a zero array's length
+/// cannot be known.
+pub fn materialise_by_type(g: &E) -> Option<E> {
+    match &g.kind {
+        ExprKind::Zero => zero_of_type(&g.ty),
+        ExprKind::Tuple(xs) => {
+            Some(mk(ExprKind::Tuple(xs.iter().map(materialise_by_type).collect::<Option<_>>()?), g.ty.clone()))
+        }
+        ExprKind::Array(xs) => {
+            Some(mk(ExprKind::Array(xs.iter().map(materialise_by_type).collect::<Option<_>>()?), g.ty.clone()))
+        }
+        _ if g.ty.is_discrete() => zero_of_type(&g.ty).or_else(|| Some(g.clone())),
+        _ => Some(g.clone()),
+    }
+}
+
+fn zero_of_type(t: &Type) -> Option<E> {
+    Some(match t {
+        Type::Real => real(0.0),
+        Type::Int => int(0),
+        Type::Bool => boolean(false),
+        Type::Unit => mk(ExprKind::Lit(Lit::Unit), Type::Unit),
+        Type::Tuple(ts) => mk(ExprKind::Tuple(ts.iter().map(zero_of_type).collect::<Option<_>>()?), t.clone()),
+        Type::Bag(_) => mk(ExprKind::Bag(Vec::new()), t.clone()),
+        Type::Map(..) => mk(ExprKind::Map(Vec::new()), t.clone()),
+        _ => return None,
+    })
+}
+
+/// The unit vector `e_p` of the output space shaped like `shape` (its `p`-th continuous
+/// component, in order), if `shape` has that many.
+pub fn basis(shape: &E, p: usize) -> Option<E> {
+    fn go(s: &E, p: usize, k: &mut usize) -> E {
+        if s.ty.is_discrete() {
+            return zeros_like(s);
+        }
+        match &s.kind {
+            ExprKind::Lit(Lit::Real(_)) => {
+                let r = if *k == p { 1.0 } else { 0.0 };
+                *k += 1;
+                real(r)
+            }
+            ExprKind::Tuple(xs) => mk(ExprKind::Tuple(xs.iter().map(|x| go(x, p, k)).collect()), s.ty.clone()),
+            ExprKind::Array(xs) => mk(ExprKind::Array(xs.iter().map(|x| go(x, p, k)).collect()), s.ty.clone()),
+            _ => zeros_like(s),
+        }
+    }
+    let mut k = 0;
+    let v = go(shape, p, &mut k);
+    (p < k).then_some(v)
+}
