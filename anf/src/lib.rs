@@ -4,4 +4,5 @@
 
 pub mod anormal;
 pub mod ir;
+pub mod lower;
 pub mod mono;

@@ -1,0 +1,475 @@
+//! Builtins: constants, Real primitives, array primitives as native loops, bags and maps over the
+//! runtime's collections, groups and changes. Each saturated builtin does what
+//! `runtime::interp::builtins::call` does, in the same order, with the same errors.
+
+use frontend::builtins::Builtin;
+use frontend::types::Type;
+
+use super::groups::{GroupKind, Helper};
+use super::value::{after_args, arg_type, flat};
+use super::{Clo, LVal, LowerError, Lowerer, Site, R};
+use crate::ir::{self, BinaryOp, Cmp, TrapCode, UnaryOp, Value};
+
+/// Arrays longer than this are refused (the interpreter's `MAX_ARRAY_LEN`).
+pub const MAX_ARRAY_LEN: i64 = 1 << 28;
+
+/// The element type of a collection type.
+fn elem(t: &Type) -> R<Type> {
+    match t {
+        Type::Array(a) | Type::Bag(a) | Type::Group(a) => Ok((**a).clone()),
+        t => Err(LowerError::internal(format!("expected a collection type, found {t}"))),
+    }
+}
+
+/// The key and value types of a map type.
+fn map_parts(t: &Type) -> R<(Type, Type)> {
+    match t {
+        Type::Map(k, v) => Ok(((**k).clone(), (**v).clone())),
+        t => Err(LowerError::internal(format!("expected a map type, found {t}"))),
+    }
+}
+
+/// The size of one element of `Array t`, in bytes.
+fn stride(t: &Type) -> u32 {
+    8 * flat(t).len() as u32
+}
+
+impl Lowerer<'_> {
+    /// A builtin used as a value: arity-0 builtins are constants, the others closures.
+    pub(crate) fn builtin_value(&mut self, b: Builtin, ty: &Type) -> R<LVal> {
+        Ok(match b {
+            Builtin::IntGroup => LVal::Word(self.group_record(GroupKind::Int, &[])),
+            Builtin::RealGroup => LVal::Word(self.group_record(GroupKind::Real, &[])),
+            Builtin::BagGroup => LVal::Word(self.group_record(GroupKind::Bag, &[])),
+            Builtin::EmptyBag => {
+                let w = self.b().iconst(flat(&elem(ty)?).len() as i64);
+                LVal::Word(self.ext1("nabla_bag_new", vec![w])?)
+            }
+            Builtin::EmptyMap => {
+                let (k, v) = map_parts(ty)?;
+                LVal::Word(self.map_new(flat(&k).len(), flat(&v).len())?)
+            }
+            _ if b.arity() == 0 => return Err(LowerError::unsupported(frontend::Span::SYNTHETIC, b.name())),
+            _ => LVal::Fun(Clo::Prim { b, ty: ty.clone(), args: Vec::new() }),
+        })
+    }
+
+    /// A saturated builtin `b` of monomorphic type `ty`; failures are reported at `site`.
+    pub(crate) fn builtin(&mut self, b: Builtin, ty: &Type, args: Vec<LVal>, site: Site) -> R<LVal> {
+        use Builtin as B;
+        let result = after_args(ty, b.arity())?;
+        let w = |i: usize| args[i].word();
+        let real1 = |l: &mut Self, name: &str| -> R<LVal> { Ok(LVal::Word(l.ext1(name, vec![args[0].word()?])?)) };
+        let is_int = |i: usize| arg_type(ty, i).map(|t| t == Type::Int);
+        Ok(match b {
+            B::Sin => real1(self, "nabla_sin")?,
+            B::Cos => real1(self, "nabla_cos")?,
+            B::Tan => real1(self, "nabla_tan")?,
+            B::Exp => real1(self, "nabla_exp")?,
+            B::Log => real1(self, "nabla_log")?,
+            B::Tanh => real1(self, "nabla_tanh")?,
+            B::Sigmoid => real1(self, "nabla_sigmoid")?,
+            B::Sqrt => LVal::Word(self.b().unary(UnaryOp::Fsqrt, w(0)?)),
+            B::Abs => {
+                let x = w(0)?;
+                if is_int(0)? {
+                    // wrapping_abs: MIN stays MIN.
+                    let zero = self.b().iconst(0);
+                    let neg = self.b().icmp(Cmp::Lt, x, zero);
+                    let nx = self.b().unary(UnaryOp::Ineg, x);
+                    LVal::Word(self.b().select(neg, nx, x))
+                } else {
+                    LVal::Word(self.b().unary(UnaryOp::Fabs, x))
+                }
+            }
+            B::Neg => {
+                let op = if is_int(0)? { UnaryOp::Ineg } else { UnaryOp::Fneg };
+                LVal::Word(self.b().unary(op, w(0)?))
+            }
+            // Ties go to the first argument (LANGUAGE.md §5): `if b > a { b } else { a }`.
+            B::Max | B::Min => {
+                let (x, y) = (w(0)?, w(1)?);
+                let c = if b == B::Max { Cmp::Gt } else { Cmp::Lt };
+                let better = if is_int(0)? { self.b().icmp(c, y, x) } else { self.b().fcmp(c, y, x) };
+                LVal::Word(self.b().select(better, y, x))
+            }
+            B::ToReal => LVal::Word(self.b().unary(UnaryOp::Itof, w(0)?)),
+            B::Build => self.build(&result, w(0)?, args[1].clone(), site)?,
+            B::Len => LVal::Word(self.b().array_len(w(0)?)),
+            B::Map => self.map_array(&arg_type(ty, 1)?, &result, args[0].clone(), w(1)?, site)?,
+            B::ZipWith => {
+                self.zip_with(&arg_type(ty, 1)?, &arg_type(ty, 2)?, &result, args[0].clone(), w(1)?, w(2)?, site)?
+            }
+            B::Fold => self.fold_array(&arg_type(ty, 2)?, &result, args[0].clone(), args[1].clone(), w(2)?, site)?,
+            B::Sum => self.sum(&result, w(0)?)?,
+            B::Dot => self.dot(&result, w(0)?, w(1)?, site)?,
+            B::Iterate => self.iterate(&result, w(0)?, args[1].clone(), args[2].clone(), site)?,
+            B::IntGroup | B::RealGroup | B::BagGroup | B::EmptyBag | B::EmptyMap => self.builtin_value(b, ty)?,
+            B::MapGroup => LVal::Word(self.group_record(GroupKind::Map, &[w(0)?])),
+            B::PairGroup => LVal::Word(self.group_record(GroupKind::Pair, &[w(0)?, w(1)?])),
+            B::MkGroup => {
+                let mut words = self.materialize(&args[0])?;
+                words.extend(self.materialize(&args[1])?);
+                words.extend(self.materialize(&args[2])?);
+                LVal::Word(self.group_record(GroupKind::User, &words))
+            }
+            B::Singleton => {
+                let kw = flat(&arg_type(ty, 0)?).len();
+                let width = self.b().iconst(kw as i64);
+                let bag = self.ext1("nabla_bag_new", vec![width])?;
+                let key = self.boxed_or_scratch(&args[0], kw)?;
+                let one = self.b().iconst(1);
+                self.ext("nabla_bag_insert", vec![bag, key, one])?;
+                LVal::Word(bag)
+            }
+            B::Merge => LVal::Word(self.ext1("nabla_bag_merge", vec![w(0)?, w(1)?])?),
+            B::Negate => LVal::Word(self.ext1("nabla_bag_negate", vec![w(0)?])?),
+            B::FoldBag => self.fold_bag(&arg_type(ty, 2)?, &result, w(0)?, args[1].clone(), w(2)?, site)?,
+            B::MapBag => self.map_bag(&arg_type(ty, 1)?, &result, args[0].clone(), w(1)?, site)?,
+            B::FilterBag => self.filter_bag(&arg_type(ty, 1)?, args[0].clone(), w(1)?, site)?,
+            B::FlatMapBag => self.flat_map_bag(&arg_type(ty, 1)?, &result, args[0].clone(), w(1)?, site)?,
+            B::SingletonMap => {
+                let (kt, vt) = map_parts(&result)?;
+                let (kw, vw) = (flat(&kt).len(), flat(&vt).len());
+                let m = self.map_new(kw, vw)?;
+                let k = self.boxed_or_scratch(&args[0], kw)?;
+                let v = self.boxed_or_scratch(&args[1], vw)?;
+                self.ext("nabla_map_set", vec![m, k, v])?;
+                LVal::Word(m)
+            }
+            B::FoldMap => self.fold_map(&arg_type(ty, 3)?, &result, w(1)?, args[2].clone(), w(3)?, site)?,
+            B::FoldMapGen => self.fold_map_gen(
+                &arg_type(ty, 3)?,
+                &result,
+                args[0].clone(),
+                args[1].clone(),
+                args[2].clone(),
+                w(3)?,
+                site,
+            )?,
+            B::Lookup => {
+                let (kt, vt) = map_parts(&arg_type(ty, 2)?)?;
+                let (kw, vw) = (flat(&kt).len(), flat(&vt).len());
+                let key = self.boxed_or_scratch(&args[1], kw)?;
+                let out = self.scratch(vw);
+                let found = self.ext1("nabla_map_get", vec![w(2)?, key, out])?;
+                let g = w(0)?;
+                let words = self.branch(
+                    found,
+                    &flat(&vt),
+                    &mut |l| {
+                        let tys = flat(&vt);
+                        Ok(l.load_words(&tys, out, 0))
+                    },
+                    &mut |l| l.group_call(Helper::Zero, &vt, g, Site::None, &[]),
+                )?;
+                Self::from_slice(&vt, &words)?
+            }
+            // ILC Sec. 4: `replace v` and `gchange g dv` (payload records as `ir::layout` says).
+            B::Replace => {
+                let kind = self.b().iconst(0);
+                LVal::Delta(kind, self.boxed(&args[0])?)
+            }
+            B::GChange => {
+                let kind = self.b().iconst(1);
+                let mut words = vec![w(0)?];
+                words.extend(self.materialize(&args[1])?);
+                LVal::Delta(kind, self.record(&words))
+            }
+            B::Star
+            | B::Unstar
+            | B::Omega
+            | B::Jac
+            | B::Grad
+            | B::Vjp
+            | B::Jacobian
+            | B::Nil
+            | B::NilFun
+            | B::NoBase
+            | B::DMerge
+            | B::DNegate
+            | B::DSingleton
+            | B::DAdd
+            | B::DSub
+            | B::DMul
+            | B::DNeg
+            | B::DFoldBag
+            | B::DMapBag
+            | B::DFilterBag
+            | B::DFlatMapBag
+            | B::DSingletonMap
+            | B::DFoldMap
+            | B::DLookup => return Err(LowerError::unsupported(frontend::Span::SYNTHETIC, format!("`{}`", b.name()))),
+        })
+    }
+
+    /// A record holding `v`'s words for the runtime (a scratch record when `v` has none).
+    fn boxed_or_scratch(&mut self, v: &LVal, words: usize) -> R<Value> {
+        if words == 0 {
+            Ok(self.b().null())
+        } else {
+            self.boxed(v)
+        }
+    }
+
+    /// `build n f`: `[f 0, …, f (n-1)]`.
+    fn build(&mut self, result: &Type, n: Value, f: LVal, site: Site) -> R<LVal> {
+        let zero = self.b().iconst(0);
+        let negative = self.b().icmp(Cmp::Lt, n, zero);
+        self.fail_if(negative, TrapCode::BuildNegative, site, n, zero);
+        let limit = self.b().iconst(MAX_ARRAY_LEN);
+        let too_big = self.b().icmp(Cmp::Gt, n, limit);
+        self.fail_if(too_big, TrapCode::BuildTooLarge, site, n, limit);
+        let et = elem(result)?;
+        let st = stride(&et);
+        let out = self.b().new_array(n, st);
+        self.counted_loop(n, vec![], &mut |l, i, _| {
+            let y = l.apply(f.clone(), vec![(LVal::Word(i), site)])?;
+            let addr = l.b().elem_addr(out, i, st);
+            l.store_value(&y, addr, 0)?;
+            Ok(vec![])
+        })?;
+        Ok(LVal::Word(out))
+    }
+
+    /// `map f a`.
+    fn map_array(&mut self, at: &Type, result: &Type, f: LVal, a: Value, site: Site) -> R<LVal> {
+        let (xt, yt) = (elem(at)?, elem(result)?);
+        let (sx, sy) = (stride(&xt), stride(&yt));
+        let n = self.b().array_len(a);
+        let out = self.b().new_array(n, sy);
+        self.counted_loop(n, vec![], &mut |l, i, _| {
+            let src = l.b().elem_addr(a, i, sx);
+            let x = l.load_value(&xt, src, 0)?;
+            let y = l.apply(f.clone(), vec![(x, site)])?;
+            let dst = l.b().elem_addr(out, i, sy);
+            l.store_value(&y, dst, 0)?;
+            Ok(vec![])
+        })?;
+        Ok(LVal::Word(out))
+    }
+
+    /// `zipWith f a c`: lengths must agree.
+    #[allow(clippy::too_many_arguments)]
+    fn zip_with(&mut self, at: &Type, ct: &Type, result: &Type, f: LVal, a: Value, c: Value, site: Site) -> R<LVal> {
+        let (xt, zt, yt) = (elem(at)?, elem(ct)?, elem(result)?);
+        let (sx, sz, sy) = (stride(&xt), stride(&zt), stride(&yt));
+        let n = self.b().array_len(a);
+        let m = self.b().array_len(c);
+        let differ = self.b().icmp(Cmp::Ne, n, m);
+        self.fail_if(differ, TrapCode::ZipWithLengths, site, n, m);
+        let out = self.b().new_array(n, sy);
+        self.counted_loop(n, vec![], &mut |l, i, _| {
+            let pa = l.b().elem_addr(a, i, sx);
+            let x = l.load_value(&xt, pa, 0)?;
+            let pc = l.b().elem_addr(c, i, sz);
+            let z = l.load_value(&zt, pc, 0)?;
+            let y = l.apply(f.clone(), vec![(x, site), (z, site)])?;
+            let dst = l.b().elem_addr(out, i, sy);
+            l.store_value(&y, dst, 0)?;
+            Ok(vec![])
+        })?;
+        Ok(LVal::Word(out))
+    }
+
+    /// `fold f z a`: `f (… (f z a0) …) a(n-1)`.
+    fn fold_array(&mut self, at: &Type, bt: &Type, f: LVal, z: LVal, a: Value, site: Site) -> R<LVal> {
+        let xt = elem(at)?;
+        let sx = stride(&xt);
+        let n = self.b().array_len(a);
+        let init = self.materialize(&z)?;
+        let out = self.counted_loop(n, init, &mut |l, i, acc| {
+            let acc = Self::from_slice(bt, &acc)?;
+            let p = l.b().elem_addr(a, i, sx);
+            let x = l.load_value(&xt, p, 0)?;
+            let r = l.apply(f.clone(), vec![(acc, site), (x, site)])?;
+            l.materialize(&r)
+        })?;
+        Self::from_slice(bt, &out)
+    }
+
+    /// `sum a`, left to right.
+    fn sum(&mut self, t: &Type, a: Value) -> R<LVal> {
+        let int = *t == Type::Int;
+        let n = self.b().array_len(a);
+        let zero = if int { self.b().iconst(0) } else { self.b().fconst(0.0) };
+        let out = self.counted_loop(n, vec![zero], &mut |l, i, acc| {
+            let p = l.b().elem_addr(a, i, 8);
+            let x = l.b().load(if int { ir::Type::I64 } else { ir::Type::F64 }, p, 0);
+            let op = if int { BinaryOp::Iadd } else { BinaryOp::Fadd };
+            Ok(vec![l.b().binary(op, acc[0], x)])
+        })?;
+        Ok(LVal::Word(out[0]))
+    }
+
+    /// `dot a c`: lengths must agree.
+    fn dot(&mut self, t: &Type, a: Value, c: Value, site: Site) -> R<LVal> {
+        let int = *t == Type::Int;
+        let n = self.b().array_len(a);
+        let m = self.b().array_len(c);
+        let differ = self.b().icmp(Cmp::Ne, n, m);
+        self.fail_if(differ, TrapCode::DotLengths, site, n, m);
+        let zero = if int { self.b().iconst(0) } else { self.b().fconst(0.0) };
+        let wt = if int { ir::Type::I64 } else { ir::Type::F64 };
+        let out = self.counted_loop(n, vec![zero], &mut |l, i, acc| {
+            let p = l.b().elem_addr(a, i, 8);
+            let x = l.b().load(wt, p, 0);
+            let q = l.b().elem_addr(c, i, 8);
+            let y = l.b().load(wt, q, 0);
+            let (mul, add) = if int { (BinaryOp::Imul, BinaryOp::Iadd) } else { (BinaryOp::Fmul, BinaryOp::Fadd) };
+            let xy = l.b().binary(mul, x, y);
+            Ok(vec![l.b().binary(add, acc[0], xy)])
+        })?;
+        Ok(LVal::Word(out[0]))
+    }
+
+    /// `iterate n f x`: `f` applied `n` times.
+    fn iterate(&mut self, t: &Type, n: Value, f: LVal, x: LVal, site: Site) -> R<LVal> {
+        let zero = self.b().iconst(0);
+        let negative = self.b().icmp(Cmp::Lt, n, zero);
+        self.fail_if(negative, TrapCode::IterateNegative, site, n, zero);
+        let init = self.materialize(&x)?;
+        let out = self.counted_loop(n, init, &mut |l, _, acc| {
+            let v = Self::from_slice(t, &acc)?;
+            let r = l.apply(f.clone(), vec![(v, site)])?;
+            l.materialize(&r)
+        })?;
+        Self::from_slice(t, &out)
+    }
+
+    /// Loops over the sorted entries of a bag: `body` gets the key and the multiplicity.
+    fn bag_loop(
+        &mut self,
+        kt: &Type,
+        bag: Value,
+        init: Vec<Value>,
+        body: &mut dyn FnMut(&mut Self, Value, LVal, Value, Vec<Value>) -> R<Vec<Value>>,
+    ) -> R<Vec<Value>> {
+        let kw = flat(kt).len();
+        let entries = self.ext1("nabla_bag_entries", vec![bag])?;
+        let n = self.b().array_len(entries);
+        let st = 8 * (kw as u32 + 1);
+        self.counted_loop(n, init, &mut |l, i, acc| {
+            let rec = l.b().elem_addr(entries, i, st);
+            let key = l.load_value(kt, rec, 0)?;
+            let m = l.b().load(ir::Type::I64, rec, 8 * kw as i32);
+            body(l, rec, key, m, acc)
+        })
+    }
+
+    /// Loops over the sorted entries of a map: `body` gets the entry record (key words first), the
+    /// key and the value.
+    pub(crate) fn map_loop(
+        &mut self,
+        kt: &Type,
+        vt: &Type,
+        map: Value,
+        init: Vec<Value>,
+        body: &mut dyn FnMut(&mut Self, Value, LVal, LVal, Vec<Value>) -> R<Vec<Value>>,
+    ) -> R<Vec<Value>> {
+        let (kw, vw) = (flat(kt).len(), flat(vt).len());
+        let entries = self.ext1("nabla_map_entries", vec![map])?;
+        let n = self.b().array_len(entries);
+        let st = 8 * (kw + vw) as u32;
+        self.counted_loop(n, init, &mut |l, i, acc| {
+            let rec = l.b().elem_addr(entries, i, st);
+            let key = l.load_value(kt, rec, 0)?;
+            let value = l.load_value(vt, rec, 8 * kw as i32)?;
+            body(l, rec, key, value, acc)
+        })
+    }
+
+    /// `foldBag g f b`: the group sum of `f x` scaled by each multiplicity, in key order.
+    fn fold_bag(&mut self, bt: &Type, rt: &Type, g: Value, f: LVal, bag: Value, site: Site) -> R<LVal> {
+        let kt = elem(bt)?;
+        let zero = self.group_call(Helper::Zero, rt, g, Site::None, &[])?;
+        let out = self.bag_loop(&kt, bag, zero, &mut |l, _, key, m, acc| {
+            let y = l.apply(f.clone(), vec![(key, site)])?;
+            let mut args = l.materialize(&y)?;
+            args.push(m);
+            let scaled = l.group_call(Helper::Scale, rt, g, site, &args)?;
+            let mut args = acc;
+            args.extend(scaled);
+            l.group_call(Helper::OpInto, rt, g, site, &args)
+        })?;
+        Self::from_slice(rt, &out)
+    }
+
+    /// `mapBag f b`.
+    fn map_bag(&mut self, bt: &Type, rt: &Type, f: LVal, bag: Value, site: Site) -> R<LVal> {
+        let (kt, yt) = (elem(bt)?, elem(rt)?);
+        let yw = flat(&yt).len();
+        let width = self.b().iconst(yw as i64);
+        let out = self.ext1("nabla_bag_new", vec![width])?;
+        let scratch = self.scratch(yw);
+        self.bag_loop(&kt, bag, vec![], &mut |l, _, key, m, _| {
+            let y = l.apply(f.clone(), vec![(key, site)])?;
+            l.store_value(&y, scratch, 0)?;
+            l.ext("nabla_bag_insert", vec![out, scratch, m])?;
+            Ok(vec![])
+        })?;
+        Ok(LVal::Word(out))
+    }
+
+    /// `filterBag p b`.
+    fn filter_bag(&mut self, bt: &Type, p: LVal, bag: Value, site: Site) -> R<LVal> {
+        let kt = elem(bt)?;
+        let width = self.b().iconst(flat(&kt).len() as i64);
+        let out = self.ext1("nabla_bag_new", vec![width])?;
+        self.bag_loop(&kt, bag, vec![], &mut |l, rec, key, m, _| {
+            let keep = l.apply(p.clone(), vec![(key, site)])?.word()?;
+            l.branch(
+                keep,
+                &[],
+                &mut |l| {
+                    l.ext("nabla_bag_insert", vec![out, rec, m])?;
+                    Ok(vec![])
+                },
+                &mut |_| Ok(vec![]),
+            )?;
+            Ok(vec![])
+        })?;
+        Ok(LVal::Word(out))
+    }
+
+    /// `flatMapBag f b` = `foldBag bagGroup f b`.
+    fn flat_map_bag(&mut self, bt: &Type, rt: &Type, f: LVal, bag: Value, site: Site) -> R<LVal> {
+        let (kt, yt) = (elem(bt)?, elem(rt)?);
+        let width = self.b().iconst(flat(&yt).len() as i64);
+        let out = self.ext1("nabla_bag_new", vec![width])?;
+        self.bag_loop(&kt, bag, vec![], &mut |l, _, key, m, _| {
+            let y = l.apply(f.clone(), vec![(key, site)])?.word()?;
+            let scaled = l.ext1("nabla_bag_scale", vec![y, m])?;
+            l.ext("nabla_bag_add_into", vec![out, scaled])?;
+            Ok(vec![])
+        })?;
+        Ok(LVal::Word(out))
+    }
+
+    /// `foldMap gv gb f m`: the `gb`-sum of `f k v` in key order (`gv` is not used).
+    fn fold_map(&mut self, mt: &Type, rt: &Type, gb: Value, f: LVal, map: Value, site: Site) -> R<LVal> {
+        let (kt, vt) = map_parts(mt)?;
+        let zero = self.group_call(Helper::Zero, rt, gb, Site::None, &[])?;
+        let out = self.map_loop(&kt, &vt, map, zero, &mut |l, _, k, v, acc| {
+            let y = l.apply(f.clone(), vec![(k, site), (v, site)])?;
+            let mut args = acc;
+            args.extend(l.materialize(&y)?);
+            l.group_call(Helper::OpInto, rt, gb, site, &args)
+        })?;
+        Self::from_slice(rt, &out)
+    }
+
+    /// `foldMapGen z op f m`: `op (… (op z (f k1 v1)) …)` in key order.
+    #[allow(clippy::too_many_arguments)]
+    fn fold_map_gen(&mut self, mt: &Type, rt: &Type, z: LVal, op: LVal, f: LVal, map: Value, site: Site) -> R<LVal> {
+        let (kt, vt) = map_parts(mt)?;
+        let init = self.materialize(&z)?;
+        let out = self.map_loop(&kt, &vt, map, init, &mut |l, _, k, v, acc| {
+            let y = l.apply(f.clone(), vec![(k, site), (v, site)])?;
+            let acc = Self::from_slice(rt, &acc)?;
+            let r = l.apply(op.clone(), vec![(acc, site), (y, site)])?;
+            l.materialize(&r)
+        })?;
+        Self::from_slice(rt, &out)
+    }
+}

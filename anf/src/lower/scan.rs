@@ -1,0 +1,129 @@
+//! Whole-program facts lowering needs before it starts: which constructs it cannot compile yet,
+//! which closure types carry a failure site, and the free variables of a λ.
+
+use frontend::builtins::Builtin;
+use frontend::syntax::{BinOp, ExprKind, VarRef, E};
+use frontend::types::Type;
+use frontend::Span;
+use rustc_hash::FxHashSet;
+
+use super::type_key;
+use super::value::{after_args, VarKey};
+use crate::mono::MonoProgram;
+
+/// A construct the compiler does not handle yet, and where it is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unsupported {
+    /// What it is, for a note: "`pullback`", "`<+>` on functions", ….
+    pub what: String,
+    pub span: Span,
+}
+
+/// The first construct of `mono` that lowering does not compile yet — reverse mode (`pullback`,
+/// `dual`, `star`, `unstar`, `omega`, `jac`, `grad`, `vjp`, `jacobian`), ILC's `derive`, `nil` and
+/// derivative primitives, `<+>`/`<->` on functions, the paper's internal 0 and sums — or `None`
+/// when the whole program compiles. Callers evaluate such programs with the reference interpreter.
+pub fn unsupported(mono: &MonoProgram) -> Option<Unsupported> {
+    let mut found = None;
+    for d in &mono.defs {
+        find_unsupported(&d.body, &mut found);
+        if found.is_some() {
+            break;
+        }
+    }
+    found
+}
+
+/// Is a function type part of `t`'s tuple structure (where `<+>` and `<->` act componentwise)?
+fn function_in_tuples(t: &Type) -> bool {
+    match t {
+        Type::Fun(..) => true,
+        Type::Tuple(ts) => ts.iter().any(function_in_tuples),
+        _ => false,
+    }
+}
+
+fn find_unsupported(e: &E, found: &mut Option<Unsupported>) {
+    if found.is_some() {
+        return;
+    }
+    let what = match &e.kind {
+        ExprKind::Pullback(..) => Some("`pullback`".to_string()),
+        ExprKind::Dual(..) => Some("`dual`".to_string()),
+        ExprKind::Derive(..) => Some("`derive`".to_string()),
+        ExprKind::Zero | ExprKind::Sum(..) => Some("the paper's 0 and sums".to_string()),
+        ExprKind::Var(_, VarRef::Builtin(b)) if is_uncompiled_builtin(*b) => Some(format!("`{}`", b.name())),
+        ExprKind::Bin(op @ (BinOp::Oplus | BinOp::Ominus), a, _) if function_in_tuples(&a.ty) => {
+            Some(format!("`{}` on functions", op.ascii()))
+        }
+        _ => None,
+    };
+    if let Some(what) = what {
+        *found = Some(Unsupported { what, span: e.span });
+        return;
+    }
+    frontend::lin::for_each_child(e, &mut |c| find_unsupported(c, found));
+}
+
+/// Builtins of reverse mode and ILC's change machinery, which only the interpreter evaluates.
+fn is_uncompiled_builtin(b: Builtin) -> bool {
+    use Builtin as B;
+    matches!(b, B::Star | B::Unstar | B::Omega | B::Jac | B::Grad | B::Vjp | B::Jacobian | B::Nil) || b.is_internal()
+}
+
+/// Closure types whose tag functions take a site: the type a builtin has one argument before it is
+/// saturated. When a closure of such a type is a builtin's partial application, the builtin runs
+/// (and may fail) inside the tag function, and the interpreter reports the failure at the
+/// application, which only the caller knows.
+pub(crate) fn span_carrying_types(mono: &MonoProgram) -> FxHashSet<String> {
+    let mut out = FxHashSet::default();
+    for d in &mono.defs {
+        collect_builtin_types(&d.body, &mut out);
+    }
+    out
+}
+
+fn collect_builtin_types(e: &E, out: &mut FxHashSet<String>) {
+    if let ExprKind::Var(_, VarRef::Builtin(b)) = &e.kind {
+        if b.arity() > 0 {
+            if let Ok(t) = after_args(&e.ty, b.arity() - 1) {
+                out.insert(type_key(&t));
+            }
+        }
+    }
+    frontend::lin::for_each_child(e, &mut |c| collect_builtin_types(c, out));
+}
+
+/// The variables (locals and definitions) `e` uses but does not bind, in order of first use.
+pub(crate) fn free_vars(e: &E) -> Vec<VarKey> {
+    let mut bound = FxHashSet::default();
+    binders(e, &mut bound);
+    let mut seen = FxHashSet::default();
+    let mut out = Vec::new();
+    uses(e, &bound, &mut seen, &mut out);
+    out
+}
+
+fn binders(e: &E, bound: &mut FxHashSet<u32>) {
+    match &e.kind {
+        ExprKind::Lam(p, _) | ExprKind::Let(p, _, _) | ExprKind::Dual(p, _, _) => {
+            bound.extend(p.binders().into_iter().map(|(_, id)| id.0));
+        }
+        _ => {}
+    }
+    frontend::lin::for_each_child(e, &mut |c| binders(c, bound));
+}
+
+fn uses(e: &E, bound: &FxHashSet<u32>, seen: &mut FxHashSet<VarKey>, out: &mut Vec<VarKey>) {
+    let key = match &e.kind {
+        ExprKind::Var(_, VarRef::Local(id)) if !bound.contains(&id.0) => Some(VarKey::Local(id.0)),
+        ExprKind::Var(_, VarRef::Global(d)) => Some(VarKey::Global(d.0)),
+        _ => None,
+    };
+    if let Some(k) = key {
+        if seen.insert(k) {
+            out.push(k);
+        }
+    }
+    frontend::lin::for_each_child(e, &mut |c| uses(c, bound, seen, out));
+}
