@@ -2,6 +2,7 @@
 //! diagnostics. Exit status: 0 success, 1 an error in the program or its data, 2 a usage error.
 
 mod ilc_cli;
+mod jit_cli;
 mod pullback_cli;
 mod repl;
 
@@ -19,6 +20,7 @@ commands:
   run FILE [--interp]   evaluate `main` (compiled by default; --interp uses the reference interpreter)
   check FILE            print each definition's inferred type
   anf FILE [DEF]        print the A-normal let-series of each definition (or DEF)
+  ir FILE [DEF]         print the first-order SSA IR of `main` (or DEF)
   trace FILE            print `main`'s reduction sequence, one step a line with its rule
   derive FILE DEF       print DEF's derivative (ILC) and whether it is self-maintainable
   incr FILE DEF --input F --changes F
@@ -72,8 +74,11 @@ fn dispatch(args: &[String]) -> Result<String, Failure> {
             let src = read(&file)?;
             let on_file = |d: Diagnostic| Failure::Program { path: file.clone(), src: src.clone(), diag: d };
             let (_, mono) = runtime::prepare(&src, "main").map_err(on_file)?;
-            let _interp = flags.contains(&"--interp".to_string());
-            let v = runtime::interp::run(&mono).map_err(on_file)?;
+            let v = if flags.contains(&"--interp".to_string()) {
+                runtime::interp::run(&mono).map_err(on_file)?
+            } else {
+                jit_cli::run(&mono).map_err(on_file)?
+            };
             Ok(format!("{v}\n"))
         }
         "check" => {
@@ -87,6 +92,7 @@ fn dispatch(args: &[String]) -> Result<String, Failure> {
             Ok(frontend::signatures(&program))
         }
         "anf" => pullback_cli::anf(rest),
+        "ir" => jit_cli::ir(rest),
         "trace" => pullback_cli::trace(rest),
         "derive" => ilc_cli::derive(rest),
         "incr" => ilc_cli::incr(rest),
@@ -104,7 +110,7 @@ fn dispatch(args: &[String]) -> Result<String, Failure> {
 
 /// Evaluates the root of a monomorphised program with the default engine.
 fn engine_eval(mono: &anf::mono::MonoProgram) -> Result<runtime::value::Value, Diagnostic> {
-    runtime::interp::run(mono)
+    jit_cli::run(mono)
 }
 
 /// Splits arguments into exactly one file and known flags.

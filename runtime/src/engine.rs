@@ -1,0 +1,298 @@
+//! The compiled engine: a monomorphised program is lowered (`anf::lower`), compiled once by the
+//! JIT, run, and its result marshalled back into a [`Value`] so printing is shared with the
+//! interpreter. Errors come back as the interpreter's diagnostics: each trap carries a site that
+//! lowering maps to the span the interpreter would report.
+//!
+//! Programs that use a construct the compiler does not handle yet (reverse mode, `derive`, `nil`,
+//! `<+>`/`<->` on functions; see [`anf::lower::unsupported`]) are evaluated by the reference
+//! interpreter instead, and [`Run::note`] says so.
+
+use std::rc::Rc;
+
+use anf::ir::{self, TrapCode};
+use anf::lower::{self, LowerOptions, Lowered};
+use anf::mono::MonoProgram;
+use frontend::syntax::{Expr, ExprKind, Lit};
+use frontend::types::Type;
+use frontend::{Diagnostic, Span};
+use jit::{CallError, CompiledModule, Jit, JitConfig, Word};
+
+use crate::native::{self, CallCtx, NativeError, DEFAULT_ARENA_LIMIT};
+use crate::value::{Bag, Change, Group, MapV, Value};
+
+/// The value of a program's root and how it was computed.
+pub struct Run {
+    pub value: Value,
+    /// Set when the program was evaluated by the interpreter because the compiler does not handle
+    /// one of its constructs: `… is not compiled yet; evaluated by the reference interpreter`.
+    pub note: Option<String>,
+}
+
+/// Evaluates the root of `mono` with the compiled engine (or, for programs it does not compile
+/// yet, with the reference interpreter).
+pub fn run(mono: &MonoProgram) -> Result<Run, Diagnostic> {
+    let fallback = |what: &str| -> Result<Run, Diagnostic> {
+        let value = crate::interp::run(mono)?;
+        Ok(Run { value, note: Some(format!("{what} is not compiled yet; evaluated by the reference interpreter")) })
+    };
+    if let Some(u) = lower::unsupported(mono) {
+        return fallback(&u.what);
+    }
+    let span = root_span(mono);
+    let lowered = match lower::lower(mono, &LowerOptions::default()) {
+        Ok(l) => l,
+        Err(e) if e.unsupported => return fallback(e.message.trim_end_matches(" is not compiled yet")),
+        Err(e) => return Err(Diagnostic::error(span, format!("internal compiler error: {e}"))),
+    };
+    let machine = Machine::new(&lowered, span).map_err(|e| Diagnostic::error(span, e))?;
+    let mut ctx = CallCtx::new(DEFAULT_ARENA_LIMIT);
+    let value = machine.run_main(&mut ctx)?;
+    Ok(Run { value, note: None })
+}
+
+/// The IR of `mono` as text (`nabla ir`).
+pub fn ir_text(mono: &MonoProgram) -> Result<String, Diagnostic> {
+    let lowered = lower::lower(mono, &LowerOptions::default())
+        .map_err(|e| Diagnostic::error(if e.unsupported { e.span } else { root_span(mono) }, e.message))?;
+    Ok(ir::print(&lowered.module))
+}
+
+/// The span of the root definition's body: where errors without a site are reported.
+pub fn root_span(mono: &MonoProgram) -> Span {
+    mono.defs.last().map(|d| d.body.span).unwrap_or(Span::SYNTHETIC)
+}
+
+/// A language type as the marshalling code needs it (`Send`, unlike `Type`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Layout {
+    Int,
+    Real,
+    Bool,
+    Unit,
+    Tuple(Vec<Layout>),
+    Array(Box<Layout>),
+    Bag(Box<Layout>),
+    Map(Box<Layout>, Box<Layout>),
+    Group(Box<Layout>),
+    /// Functions and duals: opaque closures.
+    Fun,
+    Delta(Box<Layout>),
+}
+
+impl Layout {
+    /// The layout of a ground type.
+    pub fn of(t: &Type) -> Layout {
+        match t {
+            Type::Int => Layout::Int,
+            Type::Real => Layout::Real,
+            Type::Bool => Layout::Bool,
+            Type::Unit | Type::Var(_) => Layout::Unit,
+            Type::Tuple(ts) => Layout::Tuple(ts.iter().map(Layout::of).collect()),
+            Type::Array(a) => Layout::Array(Box::new(Layout::of(a))),
+            Type::Bag(a) => Layout::Bag(Box::new(Layout::of(a))),
+            Type::Map(k, v) => Layout::Map(Box::new(Layout::of(k)), Box::new(Layout::of(v))),
+            Type::Group(a) => Layout::Group(Box::new(Layout::of(a))),
+            Type::Fun(..) | Type::Dual(_) => Layout::Fun,
+            Type::Delta(a) => Layout::Delta(Box::new(Layout::of(a))),
+        }
+    }
+
+    /// How many words a value of this layout takes (`ir::layout::flatten`).
+    pub fn words(&self) -> usize {
+        match self {
+            Layout::Int | Layout::Real | Layout::Bool => 1,
+            Layout::Unit => 0,
+            Layout::Tuple(ts) => ts.iter().map(Layout::words).sum(),
+            Layout::Array(_) | Layout::Bag(_) | Layout::Map(..) | Layout::Group(_) => 1,
+            Layout::Fun | Layout::Delta(_) => 2,
+        }
+    }
+}
+
+/// A compiled program: its machine code, entry points and what is needed to report its errors.
+pub struct Machine {
+    /// Owns the code (entries keep it alive).
+    _jit: Jit,
+    compiled: CompiledModule,
+    main: ir::FuncId,
+    apply: Option<ir::FuncId>,
+    sites: Vec<(Span, Option<Layout>)>,
+    root: Layout,
+    /// Where errors without a site are reported.
+    span: Span,
+}
+
+impl Machine {
+    /// JIT-compiles a lowered program.
+    pub fn new(lowered: &Lowered, span: Span) -> Result<Machine, String> {
+        Machine::from_parts(
+            &lowered.module,
+            lowered.main,
+            lowered.apply,
+            lowered.sites.iter().map(|s| (s.span, s.key.as_ref().map(Layout::of))).collect(),
+            Layout::of(&lowered.root_ty),
+            span,
+        )
+    }
+
+    /// JIT-compiles an IR module whose entry points are `main` and `apply`.
+    pub fn from_parts(
+        module: &ir::Module,
+        main: ir::FuncId,
+        apply: Option<ir::FuncId>,
+        sites: Vec<(Span, Option<Layout>)>,
+        root: Layout,
+        span: Span,
+    ) -> Result<Machine, String> {
+        let mut jit = Jit::new(JitConfig::default(), native::support_table()).map_err(|e| e.to_string())?;
+        let entries: Vec<ir::FuncId> = std::iter::once(main).chain(apply).collect();
+        let compiled = jit.compile(module, &entries).map_err(|e| format!("internal compiler error: {e}"))?;
+        Ok(Machine { _jit: jit, compiled, main, apply, sites, root, span })
+    }
+
+    /// Runs `@main` in `ctx` and marshals the root's value (the context is reset first).
+    pub fn run_main(&self, ctx: &mut CallCtx) -> Result<Value, Diagnostic> {
+        let words = self.main_words(ctx)?;
+        // SAFETY: the words were just returned by compiled code whose memory `ctx` still holds.
+        Ok(unsafe { to_value(&self.root, &mut words.into_iter()) })
+    }
+
+    /// Runs `@main` in `ctx` and gives the root's words (valid until `ctx` is reset).
+    pub fn main_words(&self, ctx: &mut CallCtx) -> Result<Vec<Word>, Diagnostic> {
+        ctx.reset();
+        let entry = self.compiled.entry(self.main).ok_or_else(|| self.internal("no entry for @main"))?;
+        // SAFETY: `ctx` is a live runtime context and `@main` takes no arguments.
+        match unsafe { entry.call(ctx.header(), &[]) } {
+            Ok(words) => Ok(words),
+            Err(e) => Err(self.call_error(ctx, e)),
+        }
+    }
+
+    /// The `@apply` entry.
+    pub fn apply_entry(&self) -> Option<&jit::Entry> {
+        self.apply.and_then(|f| self.compiled.entry(f))
+    }
+
+    /// The diagnostic for a failed call.
+    pub fn call_error(&self, ctx: &CallCtx, e: CallError) -> Diagnostic {
+        match (e, ctx.failure()) {
+            (CallError::Trapped(_), Some(err)) => self.diagnostic(&err),
+            (e, _) => self.internal(&e.to_string()),
+        }
+    }
+
+    /// The interpreter's diagnostic for an error raised by compiled code.
+    pub fn diagnostic(&self, err: &NativeError) -> Diagnostic {
+        let site = usize::try_from(err.site).ok().and_then(|i| self.sites.get(i));
+        let span = site.map_or(self.span, |(s, _)| *s);
+        let message = match (TrapCode::from_code(err.status), site) {
+            (Some(TrapCode::DuplicateKey), Some((_, Some(key)))) => {
+                let mut words = err.payload.iter().map(|w| Word::from_i64(*w));
+                // SAFETY: keys are words only (Int, Bool, Unit and tuples of them).
+                let k = unsafe { to_value(key, &mut words) };
+                format!("duplicate key {k} in map literal")
+            }
+            _ => err.message.clone(),
+        };
+        Diagnostic::error(span, message)
+    }
+
+    fn internal(&self, m: &str) -> Diagnostic {
+        Diagnostic::error(self.span, format!("internal compiler error: {m}"))
+    }
+}
+
+/// A function value as the printer sees it (`<fun>`): compiled closures are opaque.
+fn opaque_function() -> Value {
+    Value::Term(Expr::new(ExprKind::Lit(Lit::Unit), Span::SYNTHETIC, Type::Unit))
+}
+
+/// The value of layout `l` whose words come next from `words`.
+///
+/// # Safety
+/// The words must be a value of that layout made by compiled code, whose memory (arena records,
+/// bags and maps of its context) is still alive.
+pub unsafe fn to_value(l: &Layout, words: &mut dyn Iterator<Item = Word>) -> Value {
+    let mut next = || words.next().unwrap_or_default();
+    match l {
+        Layout::Int => Value::Int(next().as_i64()),
+        Layout::Real => Value::Real(next().as_f64()),
+        Layout::Bool => Value::Bool(next().as_bool()),
+        Layout::Unit => Value::Unit,
+        Layout::Tuple(ts) => Value::tuple(ts.iter().map(|t| to_value(t, words)).collect()),
+        Layout::Array(e) => {
+            let p = next().as_ptr::<u64>();
+            let len = (*p as i64).max(0) as usize;
+            let n = e.words();
+            let mut out = Vec::with_capacity(len);
+            for i in 0..len {
+                let elem = p.add(1 + i * n);
+                let mut it = (0..n).map(|j| Word(*elem.add(j)));
+                out.push(to_value(e, &mut it));
+            }
+            Value::Array(Rc::new(out))
+        }
+        Layout::Bag(e) => {
+            let bag = native::bag_ref(next());
+            let mut out = Bag::default();
+            for (k, m) in bag.sorted_entries() {
+                if let Some(key) = to_value(e, &mut k.iter().map(|w| Word(*w))).to_key() {
+                    out.insert(key, m);
+                }
+            }
+            Value::Bag(Rc::new(out))
+        }
+        Layout::Map(kl, vl) => {
+            let map = native::map_ref(next());
+            let mut out = MapV::default();
+            for (k, v) in map.sorted_entries() {
+                if let Some(key) = to_value(kl, &mut k.iter().map(|w| Word(*w))).to_key() {
+                    out.entries.insert(key, to_value(vl, &mut v.iter().map(|w| Word(*w))));
+                }
+            }
+            Value::Map(Rc::new(out))
+        }
+        Layout::Group(t) => Value::Group(Rc::new(group(t, next()))),
+        Layout::Fun => {
+            next();
+            next();
+            opaque_function()
+        }
+        Layout::Delta(t) => {
+            let kind = next().as_i64();
+            let p = next().as_ptr::<u64>();
+            let change = if kind == 0 {
+                Change::Replace(to_value(t, &mut (0..t.words()).map(|j| Word(*p.add(j)))))
+            } else {
+                let g = group(t, Word(*p));
+                Change::GChange(Rc::new(g), to_value(t, &mut (0..t.words()).map(|j| Word(*p.add(1 + j)))))
+            };
+            Value::Change(Rc::new(change))
+        }
+    }
+}
+
+/// A group record (`anf::lower` groups) of carrier layout `t`.
+unsafe fn group(t: &Layout, w: Word) -> Group {
+    let p = w.as_ptr::<u64>();
+    match *p {
+        0 => Group::Int,
+        1 => Group::Real,
+        2 => Group::Bag,
+        3 => match t {
+            Layout::Map(_, v) => Group::Map(Rc::new(group(v, Word(*p.add(1))))),
+            _ => Group::Bag,
+        },
+        4 => match t {
+            Layout::Tuple(ts) if ts.len() == 2 => {
+                Group::Pair(Rc::new(group(&ts[0], Word(*p.add(1)))), Rc::new(group(&ts[1], Word(*p.add(2)))))
+            }
+            _ => Group::Bag,
+        },
+        _ => Group::User {
+            op: opaque_function(),
+            inverse: opaque_function(),
+            zero: to_value(t, &mut (0..t.words()).map(|j| Word(*p.add(5 + j)))),
+        },
+    }
+}
