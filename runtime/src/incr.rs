@@ -82,12 +82,16 @@ impl<'p> Incr<'p> {
     /// Applies the input change `da : Delta A`: all or nothing.
     pub fn update(&mut self, da: Value) -> Result<Path, Diagnostic> {
         let span = Span::SYNTHETIC;
-        let args = vec![self.input.clone(), da.clone()];
-        let (dout, path) = match self.interp.apply_n(&self.fast, args.clone(), span) {
+        let fast = self.interp.apply_n(&self.fast, vec![self.input.clone(), da.clone()], span);
+        let (dout, path) = match fast {
             Ok(d) => (d, Path::Fast),
-            Err(e) if needs_base(&e) => (self.interp.apply_n(&self.total, args, span)?, Path::Total),
+            Err(e) if needs_base(&e) => {
+                (self.interp.apply_n(&self.total, vec![self.input.clone(), da.clone()], span)?, Path::Total)
+            }
             Err(e) => return Err(e),
         };
+        // From here on the driver holds the only references to input and output (unless the
+        // program shares parts of them), so built-in group changes update them in place.
         if in_place_safe(&da, &self.input_ty) && in_place_safe(&dout, &self.output_ty) {
             // Cannot fail: built-in group operations on values of the right types.
             apply_in_place(&mut self.interp, &mut self.input, &da, &self.input_ty)?;
