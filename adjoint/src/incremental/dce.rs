@@ -41,7 +41,7 @@ pub fn eliminate(e: &E) -> E {
                     eliminate(a)
                 }
             });
-            app_n(head2, args2, e.span)
+            rebuild_spine(e, head2, args2.collect())
         }
         ExprKind::Let(p, r, b) => {
             let b2 = eliminate(b);

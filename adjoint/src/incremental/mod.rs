@@ -247,14 +247,15 @@ fn derive_strict(e: &E, cx: &mut Cx) -> Result<E, Diagnostic> {
     let mut binds = Vec::new();
     let mut olds = Vec::new();
     let mut news = Vec::new();
-    for c in &children {
+    for (i, c) in children.iter().enumerate() {
         let dc = derive(c, cx)?;
         let v = cx.fresh();
         let dv = cx.change_of(v);
-        let vx = var("v".into(), v, c.ty.clone(), c.span);
-        let dvx = var("dv".into(), dv, dc.ty.clone(), c.span);
-        binds.push((pat_var("v".into(), v, c.ty.clone(), c.span), base(c, cx)));
-        binds.push((pat_var("dv".into(), dv, dc.ty.clone(), c.span), dc));
+        let (name, dname): (Name, Name) = (format!("v{}", i + 1).into(), format!("dv{}", i + 1).into());
+        let vx = var(name.clone(), v, c.ty.clone(), c.span);
+        let dvx = var(dname.clone(), dv, dc.ty.clone(), c.span);
+        binds.push((pat_var(name, v, c.ty.clone(), c.span), base(c, cx)));
+        binds.push((pat_var(dname, dv, dc.ty.clone(), c.span), dc));
         news.push(oplus(vx.clone(), dvx, span));
         olds.push(vx);
     }

@@ -54,8 +54,10 @@ fn go(e: &E, cx: &Cx, nil: &mut FxHashSet<LocalId>) -> E {
             let (head, args) = deriv_spine(e);
             let head2 = if nil_of_builtin(&head).is_some() { head.clone() } else { go(&head, cx, nil) };
             let args2: Vec<E> = args.iter().map(|a| go(a, cx, nil)).collect();
-            specialise(&head2, &args2, e, cx, nil)
-                .unwrap_or_else(|| args2.into_iter().fold(head2, |f, a| app(f, a, e.span)))
+            match specialise(&head2, &args2, e, cx, nil) {
+                Some(s) => s,
+                None => rebuild_spine(e, head2, args2),
+            }
         }
         _ => rebuild(e, &mut |c| go(c, cx, nil)),
     }

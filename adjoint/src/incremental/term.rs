@@ -117,6 +117,27 @@ pub fn deriv_spine(e: &E) -> (E, Vec<E>) {
     (cur.clone(), args)
 }
 
+/// The spine `e` (as `deriv_spine` splits it, `args.len()` arguments deep) rebuilt with a new head
+/// and arguments, each application node keeping its span and type.
+pub fn rebuild_spine(e: &E, head: E, args: Vec<E>) -> E {
+    let mut nodes = Vec::new();
+    let mut cur = e;
+    while nodes.len() < args.len() {
+        match &cur.kind {
+            ExprKind::App(f, _) => {
+                nodes.push(cur);
+                cur = f;
+            }
+            _ => break,
+        }
+    }
+    let mut out = head;
+    for (node, a) in nodes.iter().rev().zip(args) {
+        out = Expr::new(ExprKind::App(out, a), node.span, node.ty.clone());
+    }
+    out
+}
+
 /// `nil c` for a builtin `c`: the builtin.
 pub fn nil_of_builtin(e: &E) -> Option<Builtin> {
     match &e.kind {
