@@ -39,6 +39,15 @@ pub fn anormalise(e: &E, fresh: &mut dyn FnMut() -> LocalId) -> E {
     Anf { fresh, names: 0, last_fresh: None }.series(e)
 }
 
+/// `anormalise`, numbering the fresh binders after `*counter` (and advancing it), so several
+/// A-normalisations in one derivation never reuse a name.
+pub fn anormalise_numbered(e: &E, fresh: &mut dyn FnMut() -> LocalId, counter: &mut u32) -> E {
+    let mut a = Anf { fresh, names: *counter, last_fresh: None };
+    let r = a.series(e);
+    *counter = a.names;
+    r
+}
+
 /// The A-normal form of a definition's body: its leading `λ`s are kept and what they return is
 /// A-normalised (a definition of function type is a value, `f = λx. L`).
 pub fn anormalise_def(body: &E, fresh: &mut dyn FnMut() -> LocalId) -> E {
@@ -140,8 +149,9 @@ fn check_elementary(e: &E) -> Result<(), String> {
                         return Err(format!("`{}` applied to more than its arity in {}", b.name(), show(e)));
                     }
                     for (i, a) in args.iter().enumerate() {
-                        // `J f · z`: the function symbol stays a name.
-                        let symbol = i == 0 && *b == Builtin::Jac && matches!(a.kind, ExprKind::Var(..));
+                        // `J f · z`: the function symbol stays as written (a name, or a λ for an operator).
+                        let symbol =
+                            i == 0 && *b == Builtin::Jac && matches!(a.kind, ExprKind::Var(..) | ExprKind::Lam(..));
                         if !symbol {
                             atom(a)?;
                         }
@@ -356,7 +366,8 @@ impl Anf<'_> {
                 let n = args.len().min(b.arity());
                 let mut cur = head.clone();
                 for (i, a) in args[..n].iter().enumerate() {
-                    let symbol = i == 0 && *b == Builtin::Jac && matches!(a.kind, ExprKind::Var(..));
+                    let symbol =
+                        i == 0 && *b == Builtin::Jac && matches!(a.kind, ExprKind::Var(..) | ExprKind::Lam(..));
                     let a = if symbol { (*a).clone() } else { self.norm(a, out) };
                     cur = app_node(&cur, a, e.span);
                 }

@@ -159,6 +159,13 @@ impl Sym {
             ExprKind::Var(_, VarRef::Builtin(b)) if is_prim(*b) && b.arity() == 1 => Sym::Prim(*b, f.ty.clone()),
             ExprKind::Var(_, VarRef::Global(d)) if is_global_symbol(*d) => Sym::Global(f.clone()),
             ExprKind::Lam(p, body) => {
+                // `λ⟨a, b⟩. let z = a * b in z` is the same symbol as `λ⟨a, b⟩. a * b`.
+                let body = match &body.kind {
+                    ExprKind::Let(q, rhs, rest) if matches!((&q.kind, &rest.kind), (PatKind::Var(_, i), ExprKind::Var(_, VarRef::Local(j))) if i == j) => {
+                        rhs
+                    }
+                    _ => body,
+                };
                 if let PatKind::Tuple(ps) = &p.kind {
                     let ids: Vec<Option<LocalId>> = ps
                         .iter()

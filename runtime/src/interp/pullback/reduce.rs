@@ -69,6 +69,8 @@ pub struct Reducer<'a, 'p> {
     quiet: u32,
     nesting: u32,
     unfolded: FxHashMap<DefId, E>,
+    /// Binders A-normalisation made so far: new ones continue the numbering.
+    names: u32,
 }
 
 struct Trace {
@@ -99,6 +101,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
             quiet: 0,
             nesting: 0,
             unfolded: FxHashMap::default(),
+            names: 0,
         }
     }
 
@@ -147,7 +150,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
     pub(super) fn step(&mut self, label: &str, new: &E) -> R<()> {
         self.steps += 1;
         if std::env::var_os("NABLA_DEBUG").is_some() {
-            eprintln!("[{}] ({label}) {}", self.steps, print::abbreviated(new, 300));
+            eprintln!("[{}:{}] ({label}) {}", self.steps, self.nesting, print::abbreviated(new, 300));
         }
         if self.steps > self.budget {
             return Err(self.error(&format!(
@@ -544,21 +547,29 @@ impl<'a, 'p> Reducer<'a, 'p> {
                 }
                 _ => None,
             },
-            // r* is a value.
-            B::Star => None,
+            // r* is a value; 0* is the zero dual.
+            B::Star => is_zero(&args[0]).then(|| (lab("0"), zero(&t.ty))),
             B::Unstar => match &args[0].kind {
                 ExprKind::Zero => Some((lab("0"), zero(&t.ty))),
-                _ => star_vector(&args[0]).map(|r| (lab("unstar"), r)),
+                // unstar is linear: unstar (d₁ + d₂) ≡ unstar d₁ + unstar d₂.
+                ExprKind::Sum(a, b) => {
+                    let u = |d: &E| app(head, d.clone());
+                    Some((lab("≡"), mk(ExprKind::Sum(u(a), u(b)), t.ty.clone())))
+                }
+                _ => star_of(&args[0]).map(|r| (lab("unstar"), r)),
             },
             // (Ω r) x → r*: Ω r ≡ λx. r*, so this is reduction 1.
             B::Omega => Some((lab("1"), star(args[0].clone()))),
             // Reduction 4: (J f · r) r′ → J(f)(r′)(r).
             B::Jac => {
-                if is_zero(&args[1]) {
+                if is_zero_vector(&args[1]) {
                     Some((lab("0"), zero(&t.ty)))
-                } else if literal(&args[1]) && literal(&args[2]) {
+                } else if literal(&args[1]) && literal(&args[2]) && is_closed(&args[0]) {
                     let sym = self.symbol_of(&args[0]);
                     Some((lab("4"), sym.jvp(self, &args[2], &args[1])?))
+                } else if matches!(args[0].kind, ExprKind::Lam(..)) && !is_closed(&args[0]) {
+                    // J of a function with free variables: its derivative as a term.
+                    self.jvp_term(&args[0], &args[2], &args[1])?.map(|d| (lab("J"), d))
                 } else {
                     None
                 }
@@ -633,7 +644,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
             )));
         }
         // Reduction 5: (λv. (J f · v) r)*·r′* → ((J(f)(r))ᵀ r′)*, for every linear body.
-        if let Some(r) = star_vector(w) {
+        if let Some(r) = star_of(w) {
             if let Some(res) = super::transpose::transpose(self, p, s, &r)? {
                 return Ok(Some((lab("5"), res)));
             }
@@ -680,8 +691,20 @@ impl<'a, 'p> Reducer<'a, 'p> {
             }
         }
         // The context (Ω λy. C_A)·S: A-reduce the body into a let-series.
-        let series = anf::anormal::anormalise(body, &mut fresh_id);
+        let series = self.anormalise(body);
         Ok(Some((lab("A"), pullback(lam(p, series), w.clone()))))
+    }
+
+    /// The A-normal form of `e` (reduction context `(Ω λy. C_A)·S`), numbering binders after those
+    /// made before in this derivation.
+    pub(super) fn anormalise(&mut self, e: &E) -> E {
+        anf::anormal::anormalise_numbered(e, &mut fresh_id, &mut self.names)
+    }
+
+    /// A fresh binder name in the same numbering.
+    pub(super) fn fresh_name(&mut self) -> String {
+        self.names += 1;
+        format!("z{}", self.names)
     }
 
     /// The symbol `f` of a `J f`.
@@ -744,11 +767,44 @@ pub fn child_at(e: &E, i: usize) -> E {
     found.unwrap_or_else(|| e.clone())
 }
 
+/// `r` when `e` is `r*` (for any first-order `r`, literal or not).
+pub fn star_of(e: &E) -> Option<E> {
+    let (head, args) = spine(e);
+    (builtin_head(&head) == Some(Builtin::Star) && args.len() == 1).then(|| args[0].clone())
+}
+
+/// Is `e` a zero vector: `0`, or a tuple or array of zero vectors?
+pub fn is_zero_vector(e: &E) -> bool {
+    match &e.kind {
+        ExprKind::Zero => true,
+        ExprKind::Tuple(xs) | ExprKind::Array(xs) => xs.iter().all(is_zero_vector),
+        _ => e.ty.is_discrete(),
+    }
+}
+
 /// `r` when `e` is `r*` for a literal vector `r`.
 pub fn star_vector(e: &E) -> Option<E> {
     let (head, args) = spine(e);
     (builtin_head(&head) == Some(Builtin::Star) && args.len() == 1 && vector::is_vector(&args[0]))
         .then(|| args[0].clone())
+}
+
+/// Is `e` a function value whose applications reduce (so η-expanding it makes progress)? A free
+/// variable or a stuck projection is not.
+pub fn is_function_value(e: &E) -> bool {
+    match &e.kind {
+        ExprKind::Lam(..) | ExprKind::Pullback(..) | ExprKind::Dual(..) => true,
+        ExprKind::Var(_, VarRef::Builtin(_) | VarRef::Global(_)) => true,
+        ExprKind::Sum(a, b) => is_function_value(a) && is_function_value(b),
+        ExprKind::App(..) => {
+            let (h, args) = spine(e);
+            match builtin_head(&h) {
+                Some(b) => args.len() < b.arity() || b == Builtin::Star && args.len() == 1,
+                None => false,
+            }
+        }
+        _ => false,
+    }
 }
 
 /// `λa. f a`.

@@ -48,7 +48,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::prim::{is_prim, Sym};
 use super::print;
-use super::reduce::{eta, Reducer, R};
+use super::reduce::{eta, is_function_value, Reducer, R};
 use super::term::*;
 
 /// What an elementary term's rule gives at the point.
@@ -150,7 +150,8 @@ impl<'a, 'p> Reducer<'a, 'p> {
                 )),
                 // ⟨y, E⟩ ≡ let x = E in ⟨y, x⟩, with E's equivalent series.
                 Elem::Rewrite { label, series } => {
-                    let body = append_tail(&series, &|x| chain_pair(pattern_term(p), x));
+                    let name = self.fresh_name();
+                    let body = append_tail(&series, &name, &|x| chain_pair(pattern_term(p), x));
                     Some((label, app(&pullback(lam(p.clone(), body), w.clone()), v.clone())))
                 }
                 Elem::Stuck => None,
@@ -276,6 +277,27 @@ impl<'a, 'p> Reducer<'a, 'p> {
         })
     }
 
+    /// `(J f · t) p` written as a term: a primitive's derivative, or the Jacobian `S` of the premise
+    /// `((Ω f)·ω′) p →* (λv. S)*·(ω′ P)` with `t` for `v`. `None` if the premise is stuck.
+    pub(super) fn jvp_term(&mut self, f: &E, p: &E, t: &E) -> R<Option<E>> {
+        if let Some(d) = self.symbol_of(f).derivative_term(p, t) {
+            return Ok(Some(d));
+        }
+        let g = match &f.kind {
+            ExprKind::Var(_, VarRef::Global(d)) => self.unfold(*d)?,
+            ExprKind::Lam(..) => f.clone(),
+            _ if is_function_value(f) => eta(f),
+            // An unknown function's Jacobian is J z itself.
+            _ => return Ok(None),
+        };
+        let ExprKind::Lam(q, body) = &g.kind else { return Ok(None) };
+        Ok(match self.premise_of("J", q, body, p)? {
+            Premise::Dual(q2, s) => Some(instantiate(&q2, &s, t)),
+            Premise::Zero => Some(zero(&body.ty)),
+            Premise::Stuck(_) => None,
+        })
+    }
+
     /// A premise's Jacobian `S` in terms of this redex's tangent pattern, or `fallback` (with a
     /// note in the trace) when the premise is stuck.
     fn jacobian_from(&mut self, at: &At, premise: Premise, fallback: E) -> E {
@@ -350,7 +372,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
                 _ => ("η", eta(f)),
             };
             let e2 = pullback(g, z.clone());
-            return Ok(Elem::Rewrite { label: label.into(), series: anf::anormal::anormalise(&e2, &mut fresh_id) });
+            return Ok(Elem::Rewrite { label: label.into(), series: self.anormalise(&e2) });
         };
         let (pa, a) = fresh_var("a", &argument_of(&f.ty));
         let start = app(&pullback(f.clone(), z.clone()), a);
@@ -367,7 +389,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
         };
         let _ = at;
         let e2 = lam(pa, body);
-        Ok(Elem::Rewrite { label: "17".into(), series: anf::anormal::anormalise(&e2, &mut fresh_id) })
+        Ok(Elem::Rewrite { label: "17".into(), series: self.anormalise(&e2) })
     }
 
     /// (if) and (if′).
@@ -392,43 +414,44 @@ impl<'a, 'p> Reducer<'a, 'p> {
     /// Applications: function symbols (15), builtins, and `z z` (19).
     fn application_elem(&mut self, at: &At, e: &E) -> R<Elem> {
         let (head, args) = spine(e);
-        let series = |t: &E| anf::anormal::anormalise(t, &mut fresh_id);
-        let rewrite = |label: &str, t: &E| Ok(Elem::Rewrite { label: label.into(), series: series(t) });
+        let rewrite =
+            |red: &mut Self, label: &str, t: &E| Ok(Elem::Rewrite { label: label.into(), series: red.anormalise(t) });
         if let Some(b) = builtin_head(&head) {
             if args.len() < b.arity() {
                 // A partially applied builtin is a function: λa. b … a.
-                return rewrite("η", &eta(e));
+                return rewrite(self, "η", &eta(e));
             }
             use Builtin as B;
             return match b {
                 _ if is_prim(b) => self.function_symbol(at, e, Sym::Prim(b, head.ty.clone()), &args),
-                // (14) J f · yᵢ ↦ J f · vᵢ (the function of a J is a constant symbol).
+                // (14) J f · yᵢ ↦ J f · vᵢ; J is linear in f too, so a function that depends on y
+                // adds J v_f · Vᵢ.
                 B::Jac if args.len() == 2 => {
                     let f = at.prim(&args[0]);
-                    Ok(Elem::Jac {
-                        label: "14".into(),
-                        s: jac(f.clone(), at.tan(&args[1])),
-                        primal: jac(f, at.prim(&args[1])),
-                    })
+                    let mut s = jac(f.clone(), at.tan(&args[1]));
+                    if at.dep(&args[0]) {
+                        s = mk(ExprKind::Sum(s, jac(at.tan(&args[0]), at.prim(&args[1]))), e.ty.clone());
+                    }
+                    Ok(Elem::Jac { label: "14".into(), s, primal: jac(f, at.prim(&args[1])) })
                 }
-                // (J): (J f · t) p, differentiated in p too, is f's derivative as a term.
+                // (J) (J f · t) p: with f fixed, the derivative of f written as a term, along which the
+                // pullback continues; with f depending on y, J v_f · T at P plus the Jacobian of
+                // ⟨t, p⟩ ↦ (J f · t) p, kept as a J term.
                 B::Jac => {
                     let f = at.prim(&args[0]);
-                    let sym = self.symbol_of(&f);
-                    if let Some(d) = sym.derivative_term(&args[2], &args[1]) {
-                        return rewrite("J", &d);
+                    if !at.dep(&args[0]) {
+                        return match self.jvp_term(&f, &args[2], &args[1])? {
+                            Some(d) => rewrite(self, "J", &d),
+                            None => Ok(Elem::Stuck),
+                        };
                     }
-                    let g = match &f.kind {
-                        ExprKind::Var(_, VarRef::Global(d)) => self.unfold(*d)?,
-                        ExprKind::Lam(..) => f.clone(),
-                        _ => eta(&f),
-                    };
-                    let ExprKind::Lam(q, body) = &g.kind else { return Ok(Elem::Stuck) };
-                    match self.premise_of("J", q, body, &args[2])? {
-                        Premise::Dual(q2, s) => rewrite("J", &instantiate(&q2, &s, &args[1])),
-                        Premise::Zero => rewrite("J", &zero(&e.ty)),
-                        Premise::Stuck(_) => Ok(Elem::Stuck),
-                    }
+                    let (t, p) = (at.prim(&args[1]), at.prim(&args[2]));
+                    let own = app(&jac(at.tan(&args[0]), t.clone()), p.clone());
+                    let (pq, q) = fresh_var("q", &Type::tuple(vec![t.ty.clone(), p.ty.clone()]));
+                    let inner = lam(pq, app(&jac(f.clone(), proj(&q, 0)), proj(&q, 1)));
+                    let rest = app(&jac(inner, tuple(vec![at.tan(&args[1]), at.tan(&args[2])])), tuple(vec![t, p]));
+                    let s = mk(ExprKind::Sum(own, rest), e.ty.clone());
+                    Ok(Elem::Jac { label: "J".into(), s, primal: at.primal(e) })
                 }
                 // (lin) star, unstar and `(Ω r) x = r*` are linear.
                 B::Star | B::Unstar => {
@@ -446,7 +469,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
                     let c = if b == B::Grad { real(1.0) } else { args[2].clone() };
                     let d = app(&pullback(args[0].clone(), omega(c)), args[1].clone());
                     let ty = argument_of(&args[0].ty);
-                    rewrite(b.name(), &app(&builtin(B::Unstar, Type::fun(Type::dual(ty.clone()), ty)), d))
+                    rewrite(self, b.name(), &app(&builtin(B::Unstar, Type::fun(Type::dual(ty.clone()), ty)), d))
                 }
                 B::Jacobian => {
                     let y = self.quietly(|r| r.eval(&app(&at.prim(&args[0]), at.prim(&args[1]))))?;
@@ -460,7 +483,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
                             app(&builtin(B::Unstar, Type::fun(Type::dual(ty.clone()), ty.clone())), d)
                         })
                         .collect();
-                    rewrite("jacobian", &mk(ExprKind::Array(rows), e.ty.clone()))
+                    rewrite(self, "jacobian", &mk(ExprKind::Array(rows), e.ty.clone()))
                 }
                 _ => {
                     self.note(&format!("  (no pullback rule for `{}` with a continuous result)", b.name()));
@@ -475,7 +498,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
             // A higher-order definition is a value like any other: name it, then apply it.
             let (pg, g) = fresh_var("g", &head.ty);
             let t = mk(ExprKind::Let(pg, head.clone(), app_n(&g, args.clone())), e.ty.clone());
-            return rewrite("A", &t);
+            return rewrite(self, "A", &t);
         }
         let [a] = args.as_slice() else { return Ok(Elem::Stuck) };
         let f = &head;
@@ -494,10 +517,14 @@ impl<'a, 'p> Reducer<'a, 'p> {
             return Ok(Elem::Jac { label: "19a".into(), s: own, primal: app(&fv, av) });
         }
         // (19b/c) by the D-eval rule: (λv. vᵢ Vⱼ + S′[vⱼ/v′])*·(ω (Vᵢ Vⱼ)).
+        if is_zero(&fv) {
+            // The zero function is constant: (19c).
+            return Ok(Elem::Jac { label: "19c".into(), s: own, primal: zero(&e.ty) });
+        }
         let g = match &fv.kind {
             ExprKind::Lam(..) => fv.clone(),
-            ExprKind::Var(_, VarRef::Local(_)) => return Ok(Elem::Stuck), // Remark 3.6, value 2
-            _ => eta(&fv),
+            _ if is_function_value(&fv) => eta(&fv),
+            _ => return Ok(Elem::Stuck), // Remark 3.6, value 2
         };
         let ExprKind::Lam(q, body) = &g.kind else { return Ok(Elem::Stuck) };
         let premise = self.premise_of("19b", q, body, &av)?;
@@ -588,22 +615,22 @@ fn rename_binder(x: &Rc<Pat>, l: &E) -> (Rc<Pat>, E) {
 }
 
 /// The let-series `L` with its result `x` replaced by `f(x)`: `let …; x = E; r = f(x) in r`.
-fn append_tail(series: &E, f: &dyn Fn(E) -> E) -> E {
+fn append_tail(series: &E, name: &str, f: &dyn Fn(E) -> E) -> E {
     match &series.kind {
         ExprKind::Let(p, rhs, rest) => {
             let rest2 = match &rest.kind {
                 ExprKind::Var(_, VarRef::Local(id)) if binds(p).contains(id) => {
                     let fx = f(rest.clone());
-                    let (pr, r) = fresh_var("r", &fx.ty);
+                    let (pr, r) = fresh_var(name, &fx.ty);
                     mk(ExprKind::Let(pr, fx, r.clone()), r.ty.clone())
                 }
-                _ => append_tail(rest, f),
+                _ => append_tail(rest, name, f),
             };
             mk(ExprKind::Let(p.clone(), rhs.clone(), rest2.clone()), rest2.ty.clone())
         }
         _ => {
             let fx = f(series.clone());
-            let (pr, r) = fresh_var("r", &fx.ty);
+            let (pr, r) = fresh_var(name, &fx.ty);
             mk(ExprKind::Let(pr, fx, r.clone()), r.ty.clone())
         }
     }

@@ -29,6 +29,7 @@ pub fn transpose(red: &mut Reducer, p: &Rc<Pat>, s: &E, r: &E) -> R<Option<E>> {
         fo: FxHashMap::default(),
         first_order: all.iter().filter(|l| l.ty.is_first_order()).map(|l| l.id).collect(),
         higher: all.iter().filter(|l| !l.ty.is_first_order()).map(|l| l.id).collect(),
+        tangents: all.iter().map(|l| l.id).collect(),
         occurrences: Vec::new(),
     };
     if !t.go(red, s, r)? {
@@ -57,37 +58,88 @@ pub fn transpose(red: &mut Reducer, p: &Rc<Pat>, s: &E, r: &E) -> R<Option<E>> {
     Ok(Some(dual(p.clone(), body, star(real(1.0)))))
 }
 
+/// `a + b` for cotangents: numeric when both are literal, a sum otherwise.
+fn plus(a: &E, b: &E) -> Result<E, String> {
+    if is_zero(a) {
+        return Ok(b.clone());
+    }
+    if is_zero(b) {
+        return Ok(a.clone());
+    }
+    if vector::is_vector(a) && vector::is_vector(b) {
+        return vector::add(a, b);
+    }
+    Ok(mk(ExprKind::Sum(a.clone(), b.clone()), a.ty.clone()))
+}
+
+/// `k · c` for a real `k` (a literal or a term free of the tangent variables).
+fn times(c: &E, k: &E) -> Option<E> {
+    if is_zero(c) || is_zero(k) {
+        return Some(zero(&c.ty));
+    }
+    if let ExprKind::Lit(Lit::Real(x)) = &k.kind {
+        if vector::is_vector(c) {
+            return Some(vector::scale(c, *x));
+        }
+    }
+    match (&c.ty, &c.kind) {
+        (Type::Real, _) => Some(mk(ExprKind::Bin(BinOp::Mul, k.clone(), c.clone()), Type::Real)),
+        (Type::Tuple(ts), _) => {
+            let parts = (0..ts.len()).map(|i| times(&proj(c, i), k)).collect::<Option<Vec<_>>>()?;
+            Some(Expr::new(ExprKind::Tuple(parts), c.span, c.ty.clone()))
+        }
+        (Type::Array(_), ExprKind::Array(xs)) => {
+            Some(mk(ExprKind::Array(xs.iter().map(|x| times(x, k)).collect::<Option<Vec<_>>>()?), c.ty.clone()))
+        }
+        _ if c.ty.is_discrete() => Some(zero(&c.ty)),
+        _ => None,
+    }
+}
+
+/// The components of a cotangent of tuple or array type.
+fn parts(c: &E, n: usize) -> Option<Vec<E>> {
+    match (&c.kind, &c.ty) {
+        (ExprKind::Tuple(xs), _) | (ExprKind::Array(xs), _) if xs.len() == n => Some(xs.clone()),
+        (ExprKind::Zero, Type::Tuple(ts)) => Some(ts.iter().map(zero).collect()),
+        (ExprKind::Zero, Type::Array(t)) => Some((0..n).map(|_| zero(t)).collect()),
+        (_, Type::Tuple(ts)) if ts.len() == n => Some((0..n).map(|i| proj(c, i)).collect()),
+        _ => None,
+    }
+}
+
 struct Transposer {
     /// Accumulated cotangents of the first-order tangent variables.
     fo: FxHashMap<LocalId, E>,
     first_order: Vec<LocalId>,
     higher: Vec<LocalId>,
+    tangents: rustc_hash::FxHashSet<LocalId>,
     /// `(X, c)`: a first-order term `X` headed by a higher-order tangent variable, paired with `c`.
     occurrences: Vec<(E, E)>,
 }
 
 impl Transposer {
+    /// Does `e` mention a tangent variable of this dual map?
+    fn linear(&self, e: &E) -> bool {
+        mentions_any(e, &self.tangents)
+    }
+
     /// Adds the contribution of `s` receiving cotangent `c`; false when `s` is not transposable.
     fn go(&mut self, red: &mut Reducer, s: &E, c: &E) -> R<bool> {
-        if is_zero(c) || is_zero(s) || c.ty.is_discrete() || s.ty.is_discrete() {
+        if is_zero(c) || is_zero(s) || c.ty.is_discrete() || s.ty.is_discrete() || !self.linear(s) {
             return Ok(true);
         }
         if self.higher_headed(s) {
             self.occurrences.push((s.clone(), c.clone()));
             return Ok(true);
         }
-        let neg = |c: &E| vector::scale(c, -1.0);
-        let lit = |e: &E| match &e.kind {
-            ExprKind::Lit(Lit::Real(x)) => Some(*x),
-            _ => None,
-        };
+        let neg = |c: &E| times(c, &real(-1.0));
         Ok(match &s.kind {
             ExprKind::Var(_, VarRef::Local(id)) => {
                 if !self.first_order.contains(id) {
                     return Ok(false);
                 }
                 let acc = match self.fo.get(id) {
-                    Some(a) => vector::add(a, c).map_err(|m| red.error(&m))?,
+                    Some(a) => plus(a, c).map_err(|m| red.error(&m))?,
                     None => c.clone(),
                 };
                 self.fo.insert(*id, acc);
@@ -99,29 +151,48 @@ impl Transposer {
                 let c2 = mk(ExprKind::Tuple(parts), a.ty.clone());
                 self.go(red, a, &c2)?
             }
-            ExprKind::Tuple(xs) | ExprKind::Array(xs) => match &c.kind {
-                ExprKind::Tuple(cs) | ExprKind::Array(cs) if cs.len() == xs.len() => {
-                    for (x, ci) in xs.iter().zip(cs) {
+            ExprKind::Tuple(xs) | ExprKind::Array(xs) => match parts(c, xs.len()) {
+                Some(cs) => {
+                    for (x, ci) in xs.iter().zip(&cs) {
                         if !self.go(red, x, ci)? {
                             return Ok(false);
                         }
                     }
                     true
                 }
-                _ => false,
-            },
-            ExprKind::Sum(a, b) | ExprKind::Bin(BinOp::Add, a, b) => self.go(red, a, c)? && self.go(red, b, c)?,
-            ExprKind::Bin(BinOp::Sub, a, b) => self.go(red, a, c)? && self.go(red, b, &neg(c))?,
-            ExprKind::Neg(a) => self.go(red, a, &neg(c))?,
-            ExprKind::Bin(BinOp::Mul, a, b) => match (lit(a), lit(b)) {
-                (_, Some(k)) => self.go(red, a, &vector::scale(c, k))?,
-                (Some(k), _) => self.go(red, b, &vector::scale(c, k))?,
-                _ => false,
-            },
-            ExprKind::Bin(BinOp::Div, a, b) => match lit(b) {
-                Some(k) => self.go(red, a, &vector::scale(c, 1.0 / k))?,
                 None => false,
             },
+            ExprKind::Sum(a, b) | ExprKind::Bin(BinOp::Add, a, b) => self.go(red, a, c)? && self.go(red, b, c)?,
+            ExprKind::Bin(BinOp::Sub, a, b) => match neg(c) {
+                Some(nc) => self.go(red, a, c)? && self.go(red, b, &nc)?,
+                None => false,
+            },
+            ExprKind::Neg(a) => match neg(c) {
+                Some(nc) => self.go(red, a, &nc)?,
+                None => false,
+            },
+            // A product is linear in the factor that holds the tangent.
+            ExprKind::Bin(BinOp::Mul, a, b) => match (self.linear(a), self.linear(b)) {
+                (true, false) => match times(c, b) {
+                    Some(c2) => self.go(red, a, &c2)?,
+                    None => false,
+                },
+                (false, true) => match times(c, a) {
+                    Some(c2) => self.go(red, b, &c2)?,
+                    None => false,
+                },
+                _ => false,
+            },
+            ExprKind::Bin(BinOp::Div, a, b) if !self.linear(b) => {
+                let inv = match &b.kind {
+                    ExprKind::Lit(Lit::Real(k)) => real(1.0 / k),
+                    _ => mk(ExprKind::Bin(BinOp::Div, real(1.0), b.clone()), Type::Real),
+                };
+                match times(c, &inv) {
+                    Some(c2) => self.go(red, a, &c2)?,
+                    None => false,
+                }
+            }
             ExprKind::App(..) => self.application(red, s, c)?,
             _ => false,
         })
@@ -129,21 +200,31 @@ impl Transposer {
 
     fn application(&mut self, red: &mut Reducer, s: &E, c: &E) -> R<bool> {
         let (head, args) = spine(s);
-        let ck = match &c.kind {
-            ExprKind::Lit(Lit::Real(x)) => Some(*x),
-            _ => None,
-        };
         match builtin_head(&head) {
-            Some(Builtin::Neg) if args.len() == 1 => self.go(red, &args[0], &vector::scale(c, -1.0)),
-            // (J f · S) r: the function symbol transposes its Jacobian at r.
-            Some(Builtin::Jac) if args.len() == 3 && vector::is_vector(&args[2]) => {
-                let sym = red.symbol_of(&args[0]);
-                let cots = sym.vjp(red, &args[2], c)?;
-                self.go(red, &args[1], &cots)
+            Some(Builtin::Neg) if args.len() == 1 => match times(c, &real(-1.0)) {
+                Some(nc) => self.go(red, &args[0], &nc),
+                None => Ok(false),
+            },
+            // (J f · S) r: the function symbol transposes its Jacobian at a literal r; elsewhere the
+            // Jacobian is written out as a term (a primitive's derivative) and transposed as such.
+            Some(Builtin::Jac) if args.len() == 3 => {
+                if self.higher_headed(&args[0]) {
+                    self.occurrences.push((s.clone(), c.clone()));
+                    return Ok(true);
+                }
+                if is_closed(&args[0]) && vector::is_vector(&args[2]) && vector::is_vector(c) {
+                    let sym = red.symbol_of(&args[0]);
+                    let cots = sym.vjp(red, &args[2], c)?;
+                    return self.go(red, &args[1], &cots);
+                }
+                match red.jvp_term(&args[0], &args[2], &args[1])? {
+                    Some(d) => self.go(red, &d, c),
+                    None => Ok(false),
+                }
             }
             // r* S = ⟨r, S⟩.
-            Some(Builtin::Star) if args.len() == 2 && vector::is_vector(&args[0]) => match ck {
-                Some(k) => self.go(red, &args[1], &vector::scale(&args[0], k)),
+            Some(Builtin::Star) if args.len() == 2 && !self.linear(&args[0]) => match times(&args[0], c) {
+                Some(c2) => self.go(red, &args[1], &c2),
                 None => Ok(false),
             },
             Some(Builtin::Sum) if args.len() == 1 => match &args[0].kind {
@@ -158,10 +239,13 @@ impl Transposer {
                 _ => Ok(false),
             },
             Some(Builtin::Dot) if args.len() == 2 => {
-                match (ck, vector::is_vector(&args[0]), vector::is_vector(&args[1])) {
-                    (Some(k), _, true) => self.go(red, &args[0], &vector::scale(&args[1], k)),
-                    (Some(k), true, _) => self.go(red, &args[1], &vector::scale(&args[0], k)),
-                    _ => Ok(false),
+                let (s0, k) = if self.linear(&args[1]) { (&args[1], &args[0]) } else { (&args[0], &args[1]) };
+                if self.linear(k) {
+                    return Ok(false);
+                }
+                match times(k, c) {
+                    Some(c2) => self.go(red, s0, &c2),
+                    None => Ok(false),
                 }
             }
             Some(Builtin::Unstar) if args.len() == 1 => {
