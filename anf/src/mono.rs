@@ -269,7 +269,9 @@ impl<'p> Mono<'p> {
         let mut result = body2;
         if instances.iter().all(|(_, pb)| pb.uses.is_empty()) {
             if let Some((_, pb)) = instances.first_mut() {
-                let ground = pb.generic.map_vars(&mut |_| Some(Type::Unit));
+                // Int satisfies every class (Num, Eq, Key, Base, FirstOrder), so the copy is
+                // well-typed whatever constrains the binder (`let v = 1 / 0 in 5` divides Ints).
+                let ground = pb.generic.map_vars(&mut |_| Some(Type::Int));
                 let id = LocalId(self.next_local);
                 self.next_local += 1;
                 pb.uses.push((ground, id));

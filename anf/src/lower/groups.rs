@@ -127,12 +127,17 @@ struct GroupArgs {
 }
 
 impl Lowerer<'_> {
-    /// A new group record of `kind` followed by `words`.
+    /// A new group record of `kind` followed by `words`. Builtin groups without components are
+    /// remembered, so operations on them in this function are emitted inline.
     pub(crate) fn group_record(&mut self, kind: GroupKind, words: &[Value]) -> Value {
         let k = self.b().iconst(kind as i64);
         let mut all = vec![k];
         all.extend_from_slice(words);
-        self.record(&all)
+        let g = self.record(&all);
+        if matches!(kind, GroupKind::Int | GroupKind::Real | GroupKind::Bag) {
+            self.known_groups.insert((self.cur_func, g), kind);
+        }
+        g
     }
 
     /// The helper function `h` at type `t` (made on first use).
@@ -176,8 +181,19 @@ impl Lowerer<'_> {
         f
     }
 
-    /// Calls group helper `h` at carrier type `t` on group `g` with the argument words `args`.
+    /// Group helper `h` at carrier type `t` on group `g` with the argument words `args`: inline when
+    /// `g` is a builtin group made in this function, else a call of the helper.
     pub(crate) fn group_call(&mut self, h: Helper, t: &Type, g: Value, site: Site, args: &[Value]) -> R<Vec<Value>> {
+        if let Some(kind) = self.known_groups.get(&(self.cur_func, g)).copied() {
+            let n = flat(t).len();
+            let a = if h == Helper::Zero { None } else { Some(Self::from_slice(t, &args[..n])?) };
+            let b = match h {
+                Helper::Op | Helper::OpInto => Some(Self::from_slice(t, &args[n..2 * n])?),
+                _ => None,
+            };
+            let m = if h == Helper::Scale { Some(args[n]) } else { None };
+            return self.group_kind(h, kind, t, &GroupArgs { g, site, a, b, m });
+        }
         let f = self.helper_fn(h, t);
         let mut all = vec![g];
         if h.takes_site() {
@@ -469,19 +485,23 @@ impl Lowerer<'_> {
             GroupKind::User => {
                 let op_ty = Type::fun(t.clone(), Type::fun(t.clone(), t.clone()));
                 let inv_ty = Type::fun(t.clone(), t.clone());
-                let op = self.user_closure(x.g, USER_OP, op_ty);
-                let inv = self.user_closure(x.g, USER_INVERSE, inv_ty);
                 match h {
                     Helper::Zero => self.load_words(&flat(t), x.g, USER_ZERO),
                     Helper::Op | Helper::OpInto => {
+                        let op = self.user_closure(x.g, USER_OP, op_ty);
                         let r = self.apply(op, vec![(a()?, x.site), (b()?, x.site)])?;
                         self.materialize(&r)?
                     }
                     Helper::Inv => {
+                        let inv = self.user_closure(x.g, USER_INVERSE, inv_ty);
                         let r = self.apply(inv, vec![(a()?, x.site)])?;
                         self.materialize(&r)?
                     }
-                    Helper::Scale => self.user_scale(t, x.g, op, inv, a()?, m()?, x.site)?,
+                    Helper::Scale => {
+                        let op = self.user_closure(x.g, USER_OP, op_ty);
+                        let inv = self.user_closure(x.g, USER_INVERSE, inv_ty);
+                        self.user_scale(t, x.g, op, inv, a()?, m()?, x.site)?
+                    }
                     Helper::Eq | Helper::Fresh => return Err(LowerError::internal("not a group helper")),
                 }
             }

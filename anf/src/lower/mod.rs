@@ -171,6 +171,8 @@ pub(crate) struct Lowerer<'p> {
     chain_tags: FxHashMap<(ChainId, usize), TagId>,
     prim_tags: FxHashMap<(Builtin, String, usize), TagId>,
     helpers: FxHashMap<(Helper, String), FuncId>,
+    /// Group records of a known builtin kind, by the function and value that made them.
+    known_groups: FxHashMap<(FuncId, Value), groups::GroupKind>,
     work: Vec<Work>,
     pending: Vec<Pending>,
     /// Closure types whose switches have been filled in (no tag may be added to them any more).
@@ -219,6 +221,7 @@ impl<'p> Lowerer<'p> {
             chain_tags: FxHashMap::default(),
             prim_tags: FxHashMap::default(),
             helpers: FxHashMap::default(),
+            known_groups: FxHashMap::default(),
             work: Vec::new(),
             pending: Vec::new(),
             closed_types: FxHashSet::default(),

@@ -1,0 +1,529 @@
+//! Differential testing of the compiled engine against the reference interpreter: a seeded
+//! generator of random well-typed programs (first-order and higher-order: closures, partial
+//! application, tuples, arrays and their primitives, folds, bags, maps, groups, changes), each run
+//! under both engines, which must print the same value or report the same error at the same span.
+//!
+//! `NABLA_SEED=n` changes the seed and `NABLA_PROGRAMS=n` the number of programs (default 400).
+
+use std::fmt::Write;
+
+/// SplitMix64: a small deterministic generator (no dependency, same sequence everywhere).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + self.below((hi - lo + 1) as u64) as i64
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// The types programs are generated at.
+#[derive(Clone, Debug, PartialEq)]
+enum Ty {
+    Int,
+    Real,
+    Bool,
+    Pair(Box<Ty>, Box<Ty>),
+    Arr(Box<Ty>),
+    /// `Bag Int`
+    Bag,
+    /// `Map Int Int`
+    Map,
+    Fun(Box<Ty>, Box<Ty>),
+}
+
+impl std::fmt::Display for Ty {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ty::Int => write!(f, "Int"),
+            Ty::Real => write!(f, "Real"),
+            Ty::Bool => write!(f, "Bool"),
+            Ty::Pair(a, b) => write!(f, "({a} * {b})"),
+            Ty::Arr(a) => write!(f, "(Array {a})"),
+            Ty::Bag => write!(f, "(Bag Int)"),
+            Ty::Map => write!(f, "(Map Int Int)"),
+            Ty::Fun(a, b) => write!(f, "({a} -> {b})"),
+        }
+    }
+}
+
+fn fun(a: Ty, b: Ty) -> Ty {
+    Ty::Fun(Box::new(a), Box::new(b))
+}
+fn arr(a: Ty) -> Ty {
+    Ty::Arr(Box::new(a))
+}
+fn pair(a: Ty, b: Ty) -> Ty {
+    Ty::Pair(Box::new(a), Box::new(b))
+}
+
+struct Gen {
+    rng: Rng,
+    /// Variables in scope with their types.
+    env: Vec<(String, Ty)>,
+    fresh: u32,
+}
+
+impl Gen {
+    fn name(&mut self, prefix: &str) -> String {
+        self.fresh += 1;
+        format!("{prefix}{}", self.fresh)
+    }
+
+    /// A type for an intermediate value, simple more often than not.
+    fn ty(&mut self, depth: u32) -> Ty {
+        let simple = [Ty::Int, Ty::Int, Ty::Real, Ty::Bool];
+        if depth == 0 || self.rng.chance(55) {
+            return simple[self.rng.below(4) as usize].clone();
+        }
+        match self.rng.below(8) {
+            0 => pair(self.ty(depth - 1), self.ty(depth - 1)),
+            1 => arr(Ty::Int),
+            2 => arr(Ty::Real),
+            3 => Ty::Bag,
+            4 => Ty::Map,
+            5 => fun(Ty::Int, Ty::Int),
+            6 => fun(Ty::Real, Ty::Real),
+            _ => arr(self.ty(depth - 1)),
+        }
+    }
+
+    fn int_lit(&mut self) -> String {
+        let n = self.rng.range(-3, 12);
+        if n < 0 {
+            format!("({n})")
+        } else {
+            n.to_string()
+        }
+    }
+
+    fn real_lit(&mut self) -> String {
+        let n = self.rng.range(-8, 16) as f64 / 4.0;
+        if n < 0.0 {
+            format!("({n:?})")
+        } else {
+            format!("{n:?}")
+        }
+    }
+
+    fn var_of(&mut self, t: &Ty) -> Option<String> {
+        let vs: Vec<String> = self.env.iter().filter(|(_, u)| u == t).map(|(n, _)| n.clone()).collect();
+        if vs.is_empty() {
+            None
+        } else {
+            Some(vs[self.rng.below(vs.len() as u64) as usize].clone())
+        }
+    }
+
+    /// A small expression of type `t` (a variable or a literal).
+    fn leaf(&mut self, t: &Ty) -> String {
+        if self.rng.chance(60) {
+            if let Some(v) = self.var_of(t) {
+                return v;
+            }
+        }
+        match t {
+            Ty::Int => self.int_lit(),
+            Ty::Real => self.real_lit(),
+            Ty::Bool => if self.rng.chance(50) { "true" } else { "false" }.to_string(),
+            Ty::Pair(a, b) => format!("({}, {})", self.leaf(a), self.leaf(b)),
+            Ty::Arr(a) => {
+                let n = self.rng.below(5);
+                let xs: Vec<String> = (0..n).map(|_| self.leaf(a)).collect();
+                if xs.is_empty() {
+                    // An empty literal needs its type.
+                    let x = self.name("e");
+                    format!("(let {x} : {t} = [] in {x})")
+                } else {
+                    format!("[{}]", xs.join(", "))
+                }
+            }
+            Ty::Bag => {
+                let n = self.rng.below(5);
+                let xs: Vec<String> = (0..n)
+                    .map(|_| {
+                        let x = self.rng.range(-2, 5);
+                        let m = self.rng.range(-2, 3);
+                        if m == 1 {
+                            format!("{x}")
+                        } else {
+                            format!("{x} # {m}")
+                        }
+                    })
+                    .collect();
+                format!("bag{{{}}}", xs.join(", "))
+            }
+            Ty::Map => {
+                let n = self.rng.below(4);
+                let dup = self.rng.chance(5);
+                let xs: Vec<String> = (0..n)
+                    .map(|i| {
+                        let k = if dup { 1 } else { i as i64 * 2 - 1 };
+                        format!("{k} -> {}", self.rng.range(-3, 5))
+                    })
+                    .collect();
+                format!("map{{{}}}", xs.join(", "))
+            }
+            Ty::Fun(a, b) => {
+                let x = self.name("x");
+                self.env.push((x.clone(), (**a).clone()));
+                let body = self.leaf(b);
+                self.env.pop();
+                format!("(fun ({x} : {a}) -> {body})")
+            }
+        }
+    }
+
+    /// An expression of type `t` within the depth budget.
+    fn expr(&mut self, t: &Ty, depth: u32) -> String {
+        if depth == 0 || self.rng.chance(15) {
+            return self.leaf(t);
+        }
+        let d = depth - 1;
+        // Forms for every type.
+        match self.rng.below(14) {
+            0 => {
+                let u = self.ty(2);
+                let x = self.name("v");
+                let rhs = self.expr(&u, d);
+                self.env.push((x.clone(), u));
+                let body = self.expr(t, d);
+                self.env.pop();
+                return format!("(let {x} = {rhs} in {body})");
+            }
+            1 => {
+                let c = self.expr(&Ty::Bool, d);
+                return format!("(if {c} then {} else {})", self.expr(t, d), self.expr(t, d));
+            }
+            2 => {
+                let u = self.ty(1);
+                let f = self.expr(&fun(u.clone(), t.clone()), d);
+                return format!("({f} {})", self.expr(&u, d));
+            }
+            3 => {
+                let u = self.ty(1);
+                return format!("({}.1)", self.expr(&pair(t.clone(), u), d));
+            }
+            4 if matches!(t, Ty::Int | Ty::Real | Ty::Bool | Ty::Fun(..)) => {
+                let xs = self.expr(&arr(t.clone()), d);
+                let i = if self.rng.chance(80) { self.rng.range(0, 2).to_string() } else { self.expr(&Ty::Int, d) };
+                return format!("({xs}.[{i}])");
+            }
+            5 => {
+                // fold with a two-argument λ.
+                let e = self.ty(1);
+                let (acc, x) = (self.name("acc"), self.name("x"));
+                self.env.push((acc.clone(), t.clone()));
+                self.env.push((x.clone(), e.clone()));
+                let body = self.expr(t, d);
+                self.env.truncate(self.env.len() - 2);
+                let z = self.expr(t, d);
+                let xs = self.expr(&arr(e.clone()), d);
+                return format!("(fold (fun ({acc} : {t}) ({x} : {e}) -> {body}) {z} {xs})");
+            }
+            6 => {
+                let n = if self.rng.chance(90) { self.rng.range(0, 4).to_string() } else { self.int_lit() };
+                let f = self.expr(&fun(t.clone(), t.clone()), d);
+                return format!("(iterate {n} {f} {})", self.expr(t, d));
+            }
+            _ => {}
+        }
+        match t {
+            Ty::Int => match self.rng.below(12) {
+                0..=2 => {
+                    let op = ["+", "-", "*", "/"][self.rng.below(4) as usize];
+                    format!("({} {op} {})", self.expr(t, d), self.expr(t, d))
+                }
+                3 => {
+                    let u = arr(self.rng_ty_small());
+                    format!("(len {})", self.expr(&u, d))
+                }
+                4 => format!("(sum {})", self.expr(&arr(Ty::Int), d)),
+                5 => {
+                    let x = self.name("x");
+                    self.env.push((x.clone(), Ty::Int));
+                    let body = self.expr(t, d);
+                    self.env.pop();
+                    let g = self.int_group(d);
+                    format!("(foldBag {g} (fun ({x} : Int) -> {body}) {})", self.expr(&Ty::Bag, d))
+                }
+                6 => {
+                    let f = ["abs", "neg"][self.rng.below(2) as usize];
+                    format!("({f} {})", self.expr(t, d))
+                }
+                7 => {
+                    let f = ["max", "min"][self.rng.below(2) as usize];
+                    format!("({f} {} {})", self.expr(t, d), self.expr(t, d))
+                }
+                8 => format!("(lookup intGroup {} {})", self.expr(t, d), self.expr(&Ty::Map, d)),
+                9 => {
+                    let (k, v) = (self.name("k"), self.name("w"));
+                    self.env.push((k.clone(), Ty::Int));
+                    self.env.push((v.clone(), Ty::Int));
+                    let body = self.expr(t, d);
+                    self.env.truncate(self.env.len() - 2);
+                    format!(
+                        "(foldMap intGroup intGroup (fun ({k} : Int) ({v} : Int) -> {body}) {})",
+                        self.expr(&Ty::Map, d)
+                    )
+                }
+                10 => format!("({} <+> {})", self.expr(t, d), self.change(t, d)),
+                _ => format!("(dot {} {})", self.expr(&arr(Ty::Int), d), self.expr(&arr(Ty::Int), d)),
+            },
+            Ty::Real => match self.rng.below(9) {
+                0..=2 => {
+                    let op = ["+", "-", "*", "/"][self.rng.below(4) as usize];
+                    format!("({} {op} {})", self.expr(t, d), self.expr(t, d))
+                }
+                3 => format!("(toReal {})", self.expr(&Ty::Int, d)),
+                4 => {
+                    let f = ["sin", "cos", "exp", "sqrt", "tanh", "sigmoid", "abs", "log"][self.rng.below(8) as usize];
+                    format!("({f} {})", self.expr(t, d))
+                }
+                5 => format!("({} ^ {})", self.expr(t, d), self.expr(t, d)),
+                6 => format!("(sum {})", self.expr(&arr(Ty::Real), d)),
+                7 => format!("(dot {} {})", self.expr(&arr(Ty::Real), d), self.expr(&arr(Ty::Real), d)),
+                _ => format!("({} <+> {})", self.expr(t, d), self.change(t, d)),
+            },
+            Ty::Bool => match self.rng.below(6) {
+                0 => {
+                    let u = [Ty::Int, Ty::Real][self.rng.below(2) as usize].clone();
+                    let op = ["<", "<=", ">", ">=", "==", "!="][self.rng.below(6) as usize];
+                    format!("({} {op} {})", self.expr(&u, d), self.expr(&u, d))
+                }
+                1 => {
+                    let u = pair(Ty::Int, Ty::Bool);
+                    format!("({} == {})", self.expr(&u, d), self.expr(&u, d))
+                }
+                2 => {
+                    let op = ["&&", "||"][self.rng.below(2) as usize];
+                    format!("({} {op} {})", self.expr(t, d), self.expr(t, d))
+                }
+                3 => format!("(not {})", self.expr(t, d)),
+                _ => self.leaf(t),
+            },
+            Ty::Pair(a, b) => match self.rng.below(3) {
+                0 if matches!((&**a, &**b), (Ty::Int, Ty::Real)) => {
+                    let (p, q) = (self.expr(t, d), self.expr(t, d));
+                    format!("({p} <+> ({q} <-> {p}))")
+                }
+                _ => format!("({}, {})", self.expr(a, d), self.expr(b, d)),
+            },
+            Ty::Arr(a) => match self.rng.below(4) {
+                0 => {
+                    let n = if self.rng.chance(90) { self.rng.range(0, 5).to_string() } else { self.int_lit() };
+                    let i = self.name("i");
+                    self.env.push((i.clone(), Ty::Int));
+                    let body = self.expr(a, d);
+                    self.env.pop();
+                    format!("(build {n} (fun ({i} : Int) -> {body}))")
+                }
+                1 => {
+                    let u = self.rng_ty_small();
+                    let f = self.expr(&fun(u.clone(), (**a).clone()), d);
+                    format!("(map {f} {})", self.expr(&arr(u), d))
+                }
+                2 => {
+                    let (x, y) = (self.name("x"), self.name("y"));
+                    let (u, w) = (self.rng_ty_small(), self.rng_ty_small());
+                    self.env.push((x.clone(), u.clone()));
+                    self.env.push((y.clone(), w.clone()));
+                    let body = self.expr(a, d);
+                    self.env.truncate(self.env.len() - 2);
+                    let xs = self.expr(&arr(u.clone()), d);
+                    let ys = self.expr(&arr(w.clone()), d);
+                    format!("(zipWith (fun ({x} : {u}) ({y} : {w}) -> {body}) {xs} {ys})")
+                }
+                _ => self.leaf(t),
+            },
+            Ty::Bag => match self.rng.below(8) {
+                0 => format!("(merge {} {})", self.expr(t, d), self.expr(t, d)),
+                1 => format!("(negate {})", self.expr(t, d)),
+                2 => format!("(mapBag {} {})", self.expr(&fun(Ty::Int, Ty::Int), d), self.expr(t, d)),
+                3 => {
+                    let x = self.name("x");
+                    self.env.push((x.clone(), Ty::Int));
+                    let c = self.expr(&Ty::Bool, d);
+                    self.env.pop();
+                    format!("(filterBag (fun ({x} : Int) -> {c}) {})", self.expr(t, d))
+                }
+                4 => format!("(singleton {})", self.expr(&Ty::Int, d)),
+                5 => {
+                    let x = self.name("x");
+                    self.env.push((x.clone(), Ty::Int));
+                    let b = self.expr(t, d);
+                    self.env.pop();
+                    format!("(flatMapBag (fun ({x} : Int) -> {b}) {})", self.expr(t, d))
+                }
+                6 => format!("({} <+> {})", self.expr(t, d), self.change(t, d)),
+                _ => self.leaf(t),
+            },
+            Ty::Map => match self.rng.below(6) {
+                0 => format!("(singletonMap {} {})", self.expr(&Ty::Int, d), self.expr(&Ty::Int, d)),
+                1 => {
+                    let x = self.name("x");
+                    self.env.push((x.clone(), Ty::Int));
+                    let k = self.expr(&Ty::Int, d);
+                    let v = self.expr(&Ty::Int, d);
+                    self.env.pop();
+                    let g = self.int_group(d);
+                    format!(
+                        "(foldBag (mapGroup {g}) (fun ({x} : Int) -> singletonMap {k} {v}) {})",
+                        self.expr(&Ty::Bag, d)
+                    )
+                }
+                2 => format!("({} <+> gchange (mapGroup intGroup) {})", self.expr(t, d), self.expr(t, d)),
+                3 => format!("({} <+> {})", self.expr(t, d), self.change(t, d)),
+                _ => self.leaf(t),
+            },
+            Ty::Fun(a, b) => match self.rng.below(6) {
+                0 | 1 => {
+                    let x = self.name("x");
+                    self.env.push((x.clone(), (**a).clone()));
+                    let body = self.expr(b, d);
+                    self.env.pop();
+                    format!("(fun ({x} : {a}) -> {body})")
+                }
+                2 if **a == Ty::Int && **b == Ty::Int => {
+                    let f = ["max", "min", "(fun (p : Int) (q : Int) -> p - q)"][self.rng.below(3) as usize];
+                    format!("({f} {})", self.expr(a, d))
+                }
+                3 => {
+                    // Composition through a closure that captures two closures.
+                    let (f, g) = (self.expr(t, d), self.expr(&fun((**b).clone(), (**b).clone()), d));
+                    let x = self.name("x");
+                    format!("(let cf = {f} in let cg = {g} in fun ({x} : {a}) -> cg (cf {x}))")
+                }
+                4 => {
+                    // A curried function applied to one argument.
+                    let u = self.rng_ty_small();
+                    let (y, x) = (self.name("y"), self.name("x"));
+                    self.env.push((y.clone(), u.clone()));
+                    self.env.push((x.clone(), (**a).clone()));
+                    let body = self.expr(b, d);
+                    self.env.truncate(self.env.len() - 2);
+                    format!("((fun ({y} : {u}) ({x} : {a}) -> {body}) {})", self.expr(&u, d))
+                }
+                _ => self.leaf(t),
+            },
+        }
+    }
+
+    /// A simple element type.
+    fn rng_ty_small(&mut self) -> Ty {
+        [Ty::Int, Ty::Real, Ty::Bool][self.rng.below(3) as usize].clone()
+    }
+
+    /// `intGroup` or a user group on Int.
+    fn int_group(&mut self, d: u32) -> String {
+        match self.rng.below(3) {
+            0 => "(group (fun (a : Int) (b : Int) -> a + b) (fun (a : Int) -> 0 - a) 0)".to_string(),
+            1 if d > 0 => {
+                let m = self.rng.range(0, 3);
+                format!("(group (fun (a : Int) (b : Int) -> (a + b) / {m}) (fun (a : Int) -> a) 0)")
+            }
+            _ => "intGroup".to_string(),
+        }
+    }
+
+    /// A change of base type `t`.
+    fn change(&mut self, t: &Ty, d: u32) -> String {
+        let v = self.expr(t, d);
+        match (self.rng.below(3), t) {
+            (0, _) => format!("(replace {v})"),
+            (1, Ty::Int) => format!("(gchange {} {v})", self.int_group(d)),
+            (1, Ty::Real) => format!("(gchange realGroup {v})"),
+            (1, Ty::Bag) => format!("(gchange bagGroup {v})"),
+            (1, Ty::Map) => format!("(gchange (mapGroup intGroup) {v})"),
+            _ => format!("({v} <-> {})", self.expr(t, d)),
+        }
+    }
+
+    /// A whole program: a few definitions, then `main`.
+    fn program(&mut self) -> String {
+        let mut src = String::new();
+        for _ in 0..self.rng.below(4) {
+            let name = self.name("d");
+            if self.rng.chance(60) {
+                let (a, b) = (self.ty(1), self.ty(1));
+                let x = self.name("p");
+                self.env.push((x.clone(), a.clone()));
+                let body = self.expr(&b, 3);
+                self.env.pop();
+                let _ = writeln!(src, "def {name} ({x} : {a}) = {body}");
+                self.env.push((name, fun(a, b)));
+            } else {
+                let t = self.ty(1);
+                let body = self.expr(&t, 3);
+                let _ = writeln!(src, "def {name} = {body}");
+                self.env.push((name, t));
+            }
+        }
+        let t = self.ty(2);
+        let body = self.expr(&t, 4);
+        let _ = writeln!(src, "def main = {body}");
+        src
+    }
+}
+
+/// What an engine printed: the value, or the error's message and span.
+type Outcome = Result<String, (String, u32, u32)>;
+
+fn both_engines(src: &str) -> Result<(Outcome, Outcome), String> {
+    let src = src.to_string();
+    frontend::with_big_stack(move || {
+        let (_, mono) = runtime::prepare(&src, "main").map_err(|d| format!("does not type-check: {}", d.message))?;
+        let show = |r: Result<runtime::value::Value, frontend::Diagnostic>| -> Outcome {
+            r.map(|v| v.to_string()).map_err(|d| (d.message, d.span.lo, d.span.hi))
+        };
+        let interp = show(runtime::interp::run(&mono));
+        let compiled = match runtime::engine::run(&mono) {
+            Ok(r) if r.note.is_some() => return Err(format!("not compiled: {}", r.note.unwrap_or_default())),
+            r => show(r.map(|r| r.value)),
+        };
+        Ok((interp, compiled))
+    })
+}
+
+#[test]
+fn random_programs_agree_between_jit_and_interpreter() {
+    let seed: u64 = std::env::var("NABLA_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x6e61_626c_61);
+    let count: u64 = std::env::var("NABLA_PROGRAMS").ok().and_then(|s| s.parse().ok()).unwrap_or(400);
+    let mut failures = Vec::new();
+    let (mut values, mut errors) = (0, 0);
+    for i in 0..count {
+        let mut g = Gen { rng: Rng(seed.wrapping_mul(1_000_003).wrapping_add(i)), env: Vec::new(), fresh: 0 };
+        let src = g.program();
+        if std::env::var_os("NABLA_SHOW").is_some() {
+            eprintln!("--- program {i}\n{src}");
+        }
+        match both_engines(&src) {
+            Err(e) => failures.push(format!("program {i}: {e}\n{src}")),
+            Ok((a, b)) if a != b => {
+                failures.push(format!("program {i}: interpreter {a:?}\n              compiled    {b:?}\n{src}"))
+            }
+            Ok((Ok(_), _)) => values += 1,
+            Ok((Err(_), _)) => errors += 1,
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {count} programs failed (seed {seed}):\n\n{}",
+        failures.len(),
+        failures.iter().take(5).cloned().collect::<Vec<_>>().join("\n\n")
+    );
+    // The generator exercises both outcomes.
+    assert!(values >= count / 3 && errors >= 5, "{values} values and {errors} errors");
+}
