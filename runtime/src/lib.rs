@@ -1,6 +1,7 @@
 //! The engine users touch: values, the reference interpreter, (soon) the JIT-backed engine,
 //! the incremental driver and the public API. The `nabla` binary's CLI lives in `main.rs`.
 
+pub mod api;
 pub mod engine;
 pub mod incr;
 pub mod interp;

@@ -1,0 +1,276 @@
+//! The public Rust API: compile a definition once, then call it any number of times with `f64`
+//! scalars and slices, without recompiling and without re-marshalling the program's own data.
+//!
+//! [`Compiled::new`] type-checks the program, specialises the definition at its type, lowers and
+//! JIT-compiles it, and evaluates the program's definitions once (they live as long as the
+//! `Compiled`). Each call writes the arguments into preallocated buffers (arrays are copied into a
+//! reused buffer, scalars go in registers), resets and reuses one call context (its arena keeps its
+//! memory), and runs native code; [`Compiled::call_f64`] returns a `Real` result without building
+//! any value.
+//!
+//! ```
+//! use runtime::api::{Arg, Compiled};
+//!
+//! let src = "
+//! def poly (x : Real) = 3.0 * x * x - 2.0 * x + 1.0
+//! def norm (xs : Array Real) = sqrt (dot xs xs)
+//! def hypot (x : Real) (y : Real) = sqrt (x * x + y * y)
+//! def rosenbrock (x, y) = (1.0 - x) ^ 2.0 + 100.0 * (y - x * x) ^ 2.0
+//! def scale (k : Real) (xs : Array Real) = map (fun x -> k * x) xs
+//! ";
+//! let mut poly = Compiled::new(src, "poly").unwrap();
+//! let ys: Vec<f64> = (0..4).map(|i| poly.call_f64(&[Arg::Real(i as f64)]).unwrap()).collect();
+//! assert_eq!(ys, vec![1.0, 2.0, 9.0, 22.0]);
+//!
+//! let mut norm = Compiled::new(src, "norm").unwrap();
+//! assert_eq!(norm.call_f64(&[Arg::Reals(&[3.0, 4.0])]).unwrap(), 5.0);
+//!
+//! // Curried parameters and tuple parameters are passed in order.
+//! let mut hypot = Compiled::new(src, "hypot").unwrap();
+//! assert_eq!(hypot.call_f64(&[Arg::Real(5.0), Arg::Real(12.0)]).unwrap(), 13.0);
+//! let mut rosenbrock = Compiled::new(src, "rosenbrock").unwrap();
+//! assert_eq!(rosenbrock.call_f64(&[Arg::Real(1.0), Arg::Real(1.0)]).unwrap(), 0.0);
+//!
+//! // Array results are copied into a caller's vector.
+//! let mut scale = Compiled::new(src, "scale").unwrap();
+//! let mut out = Vec::new();
+//! scale.call_reals(&[Arg::Real(2.0), Arg::Reals(&[1.0, 2.5])], &mut out).unwrap();
+//! assert_eq!(out, vec![2.0, 5.0]);
+//!
+//! // Errors are the language's, located in the source.
+//! let mut first = Compiled::new("def first (xs : Array Real) = xs.[0]", "first").unwrap();
+//! let e = first.call_f64(&[Arg::Reals(&[])]).unwrap_err();
+//! assert_eq!(e.message, "index 0 out of bounds for length 0");
+//! ```
+//!
+//! A `Compiled` is not `Send`: it owns its machine code and must stay on the thread that made it.
+
+use anf::ir;
+use anf::lower::{self, LowerOptions};
+use frontend::types::Type;
+use frontend::{Diagnostic, Span};
+use jit::Word;
+
+use crate::engine::{root_span, to_value, Layout, Machine};
+use crate::native::{CallCtx, DEFAULT_ARENA_LIMIT};
+use crate::value::Value;
+
+/// One argument of a call, matched in order against the definition's parameters (curried
+/// parameters one after another, tuples component by component).
+#[derive(Clone, Copy, Debug)]
+pub enum Arg<'a> {
+    Real(f64),
+    Int(i64),
+    Bool(bool),
+    /// An `Array Real`.
+    Reals(&'a [f64]),
+}
+
+/// What a parameter leaf accepts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Leaf {
+    Real,
+    Int,
+    Bool,
+    Reals,
+}
+
+/// A definition compiled once, callable many times.
+pub struct Compiled {
+    name: String,
+    machine: Machine,
+    /// Holds what `main` computed: the definitions' values, the closure's environment.
+    _globals: Box<CallCtx>,
+    closure: [Word; 2],
+    /// Reset and reused by every call.
+    ctx: Box<CallCtx>,
+    leaves: Vec<Leaf>,
+    result: Layout,
+    args: Vec<Word>,
+    rets: Vec<Word>,
+    /// One reused `[len, elements…]` buffer per array parameter.
+    arrays: Vec<Vec<u64>>,
+}
+
+/// What compiling needs from the front end, in a form that crosses threads.
+struct Prepared {
+    module: ir::Module,
+    main: ir::FuncId,
+    apply: ir::FuncId,
+    sites: Vec<(Span, Option<Layout>)>,
+    root: Layout,
+    leaves: Vec<Leaf>,
+    result: Layout,
+    span: Span,
+}
+
+impl Compiled {
+    /// Compiles definition `name` of program `src`, a function of data parameters (`Real`,
+    /// `Int`, `Bool`, `Array Real` and tuples of them, curried or not) returning data.
+    pub fn new(src: &str, name: &str) -> Result<Compiled, Diagnostic> {
+        let (src, name) = (src.to_string(), name.to_string());
+        let p = {
+            let name = name.clone();
+            frontend::with_big_stack(move || prepare(&src, &name))?
+        };
+        let machine = Machine::from_parts(&p.module, p.main, Some(p.apply), p.sites, p.root, p.span)
+            .map_err(|e| Diagnostic::error(p.span, e))?;
+        let mut globals = CallCtx::new(DEFAULT_ARENA_LIMIT);
+        let closure = match machine.main_words(&mut globals)?.as_slice() {
+            [tag, env] => [*tag, *env],
+            _ => return Err(Diagnostic::error(p.span, "internal: the definition is not a closure")),
+        };
+        let n_arrays = p.leaves.iter().filter(|l| **l == Leaf::Reals).count();
+        let n_args = 2 + p.leaves.len();
+        let n_rets = p.result.words();
+        Ok(Compiled {
+            name: name.clone(),
+            machine,
+            _globals: globals,
+            closure,
+            ctx: CallCtx::new(DEFAULT_ARENA_LIMIT),
+            leaves: p.leaves,
+            result: p.result,
+            args: vec![Word(0); n_args],
+            rets: vec![Word(0); n_rets],
+            arrays: vec![Vec::new(); n_arrays],
+        })
+    }
+
+    /// Calls the definition; the result as a [`Value`] (printable as `nabla run` prints).
+    pub fn call(&mut self, args: &[Arg]) -> Result<Value, Diagnostic> {
+        self.run(args)?;
+        // SAFETY: the result words were just made by compiled code in `self.ctx`, not reset since.
+        Ok(unsafe { to_value(&self.result, &mut self.rets.iter().copied()) })
+    }
+
+    /// Calls a definition whose result is `Real`.
+    pub fn call_f64(&mut self, args: &[Arg]) -> Result<f64, Diagnostic> {
+        if self.result != Layout::Real {
+            return Err(self.usage("its result is not a Real"));
+        }
+        self.run(args)?;
+        Ok(self.rets[0].as_f64())
+    }
+
+    /// Calls a definition whose result is `Array Real`, writing the elements into `out`.
+    pub fn call_reals(&mut self, args: &[Arg], out: &mut Vec<f64>) -> Result<(), Diagnostic> {
+        if self.result != Layout::Array(Box::new(Layout::Real)) {
+            return Err(self.usage("its result is not an Array Real"));
+        }
+        self.run(args)?;
+        // SAFETY: an `Array Real` made by compiled code in `self.ctx` (or one of the inputs).
+        let xs = unsafe { crate::native::read_f64_array(self.rets[0]) };
+        out.clear();
+        out.extend_from_slice(&xs);
+        Ok(())
+    }
+
+    /// Bytes the call context's arena holds from the system (it is reused, not regrown, by
+    /// later calls that need no more).
+    pub fn arena_reserved(&self) -> usize {
+        self.ctx.arena_reserved()
+    }
+
+    /// Writes the arguments and runs `@apply` in the reset call context.
+    fn run(&mut self, args: &[Arg]) -> Result<(), Diagnostic> {
+        if args.len() != self.leaves.len() {
+            return Err(self.usage(&format!("it takes {} arguments, given {}", self.leaves.len(), args.len())));
+        }
+        self.args[0] = self.closure[0];
+        self.args[1] = self.closure[1];
+        let mut array = 0;
+        for (i, (leaf, arg)) in self.leaves.iter().zip(args).enumerate() {
+            self.args[2 + i] = match (leaf, arg) {
+                (Leaf::Real, Arg::Real(x)) => Word::from_f64(*x),
+                (Leaf::Int, Arg::Int(n)) => Word::from_i64(*n),
+                (Leaf::Bool, Arg::Bool(b)) => Word::from_bool(*b),
+                (Leaf::Reals, Arg::Reals(xs)) => {
+                    let buf = &mut self.arrays[array];
+                    array += 1;
+                    buf.clear();
+                    buf.push(xs.len() as u64);
+                    buf.extend(xs.iter().map(|x| x.to_bits()));
+                    Word::from_ptr(buf.as_ptr())
+                }
+                (leaf, arg) => {
+                    return Err(self.usage(&format!("argument {} is {arg:?}, but the parameter is {leaf:?}", i + 1)))
+                }
+            };
+        }
+        self.ctx.reset();
+        let entry = self.machine.apply_entry().ok_or_else(|| self.usage("it has no entry point"))?;
+        // SAFETY: the context is live and reset; the arguments follow `ir::layout` for the
+        // parameters' types (arrays point to `[len, elements…]` buffers that outlive the call).
+        let r = unsafe { entry.call_into(self.ctx.header(), &self.args, &mut self.rets) };
+        r.map_err(|e| self.machine.call_error(&self.ctx, e))
+    }
+
+    fn usage(&self, why: &str) -> Diagnostic {
+        Diagnostic::error(Span::SYNTHETIC, format!("cannot call `{}` this way: {why}", self.name))
+    }
+}
+
+/// Front end, monomorphisation and lowering, on a thread with a big stack.
+fn prepare(src: &str, name: &str) -> Result<Prepared, Diagnostic> {
+    let program = frontend::check_source(src)?;
+    let id = crate::find_def(&program, name)?;
+    let def_span = program.def(id).span;
+    let mono = anf::mono::monomorphise(&program, id)?;
+    let span = root_span(&mono);
+    let ty = mono.def(mono.root()).ty.clone();
+    let (params, result) = split_params(&ty);
+    let mut leaves = Vec::new();
+    for p in &params {
+        if !data_leaves(p, &mut leaves) {
+            return Err(Diagnostic::error(
+                def_span,
+                format!("`{name}` has a parameter of type {p}; the API passes Real, Int, Bool, Array Real and tuples"),
+            ));
+        }
+    }
+    if params.is_empty() {
+        return Err(Diagnostic::error(def_span, format!("`{name}` is not a function (its type is {ty})")));
+    }
+    if !result.is_first_order() {
+        return Err(Diagnostic::error(def_span, format!("`{name}` returns {result}, which is not data")));
+    }
+    let options = LowerOptions { apply_arity: Some(params.len()) };
+    let lowered = lower::lower(&mono, &options).map_err(|e| Diagnostic::error(def_span, e.message))?;
+    let apply = lowered.apply.ok_or_else(|| Diagnostic::error(def_span, "internal: no apply entry"))?;
+    Ok(Prepared {
+        module: lowered.module,
+        main: lowered.main,
+        apply,
+        sites: lowered.sites.iter().map(|s| (s.span, s.key.as_ref().map(Layout::of))).collect(),
+        root: Layout::of(&lowered.root_ty),
+        leaves,
+        result: Layout::of(&result),
+        span,
+    })
+}
+
+/// The curried parameters of a function type and its final result.
+fn split_params(t: &Type) -> (Vec<Type>, Type) {
+    let mut params = Vec::new();
+    let mut t = t.clone();
+    while let Type::Fun(a, b) = t {
+        params.push((*a).clone());
+        t = (*b).clone();
+    }
+    (params, t)
+}
+
+/// Appends the leaves of a parameter type; false if it is not one the API passes.
+fn data_leaves(t: &Type, out: &mut Vec<Leaf>) -> bool {
+    match t {
+        Type::Real => out.push(Leaf::Real),
+        Type::Int => out.push(Leaf::Int),
+        Type::Bool => out.push(Leaf::Bool),
+        Type::Unit => {}
+        Type::Array(e) if **e == Type::Real => out.push(Leaf::Reals),
+        Type::Tuple(ts) => return ts.iter().all(|t| data_leaves(t, out)),
+        _ => return false,
+    }
+    true
+}
