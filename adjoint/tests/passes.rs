@@ -64,7 +64,7 @@ fn derive_of_a_conditional_keeps_or_flips_the_branch() {
     derived(
         "def t (x : Int) = if x > 0 then x else 0 - x",
         "t",
-        expect!["λx dx. let c = x > 0; dc = (let v1 = x; dv1 = dx; v2 = 0; dv2 = nil 0 in (v1 ⊕ dv1 > v2 ⊕ dv2) ⊖ (v1 > v2)); c_new = c ⊕ dc in if c_new == c then if c then dx else sub' 0 (nil 0) x dx else (if c_new then let x = x ⊕ dx in x else let x = x ⊕ dx in 0 - x) ⊖ (if c then x else 0 - x)"],
+        expect!["λx dx. let c = x > 0; dc = (let v1 = x; dv1 = dx; v2 = 0; dv2 = nil 0 in (v1 ⊕ dv1 > v2 ⊕ dv2) ⊖ (v1 > v2)); c_new = c ⊕ dc in if c_new == c then if c then dx else sub' 0 (nil 0) x dx else (if c_new then let x_new = x ⊕ dx in x_new else let x_new = x ⊕ dx in 0 - x_new) ⊖ (if c then x else 0 - x)"],
     );
 }
 

@@ -219,7 +219,7 @@ fn base(e: &E, cx: &mut Cx) -> E {
     }
 }
 
-/// `t` evaluated at the updated inputs: `let x' = x ⊕ dx; ... in t[x := x']` for its free locals.
+/// `t` evaluated at the updated inputs: `let x_new = x ⊕ dx; ... in t[x := x_new]` for its free locals.
 fn updated(e: &E, cx: &mut Cx) -> Result<E, Diagnostic> {
     let frees = free_locals_typed(e);
     let mut subst = FxHashMap::default();
@@ -231,8 +231,9 @@ fn updated(e: &E, cx: &mut Cx) -> Result<E, Diagnostic> {
         let x_new = cx.fresh();
         let rhs =
             oplus(var(n.clone(), x, ty.clone(), e.span), var(change_name(&n), dx, Type::delta(&ty), e.span), e.span);
-        subst.insert(x, var(n.clone(), x_new, ty.clone(), e.span));
-        binds.push((pat_var(n, x_new, ty, e.span), rhs));
+        let new_name: Name = format!("{n}_new").into();
+        subst.insert(x, var(new_name.clone(), x_new, ty.clone(), e.span));
+        binds.push((pat_var(new_name, x_new, ty, e.span), rhs));
     }
     let body = copy_fresh(e, &subst, cx);
     Ok(binds.into_iter().rev().fold(body, |b, (p, rhs)| let_(p, rhs, b, e.span)))

@@ -17,9 +17,11 @@ pub fn derive_builtin(b: Builtin, ty: &Type, span: Span) -> E {
     let own = match b {
         // ILC Sec. 3.7: Derive(merge) = λu du v dv. merge du dv (on bag-group changes).
         Builtin::Merge => Some(Builtin::DMerge),
-        // negate is the bag group's inverse, a homomorphism: its change is the negated change.
+        // ILC Sec. 4.4: negate is the bag group's inverse, a homomorphism: the negated change.
         Builtin::Negate => Some(Builtin::DNegate),
+        // ILC Sec. 4.4: singleton builds a bag; its change is {x ⊕ dx} minus {x}.
         Builtin::Singleton => Some(Builtin::DSingleton),
+        // ILC Sec. 2.1: negation is the integers' group inverse.
         Builtin::Neg => Some(Builtin::DNeg),
         _ => None,
     };

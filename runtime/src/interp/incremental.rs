@@ -105,7 +105,9 @@ pub fn nil_value(it: &mut Interp, v: &Value, ty: &Type, span: Span) -> EvalResul
             Ok(Value::Partial(Builtin::NilFun, Rc::new(nil_ty), Rc::from([v.clone()])))
         }
         Type::Tuple(ts) => {
-            let Value::Tuple(vs) = v else { return need(v, span).map(|_| v.clone()) };
+            let Value::Tuple(vs) = need(v, span)? else {
+                return Err(Diagnostic::error(span, format!("internal: expected a tuple, found {v}")));
+            };
             let mut out = Vec::with_capacity(ts.len());
             for (t, x) in ts.iter().zip(vs.iter()) {
                 out.push(nil_value(it, x, t, span)?);
@@ -200,14 +202,15 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
     use Builtin as B;
     let (params, res) = ilc::term::arrows(ty, args.len());
     match b {
+        // Theorem 2.10: the nil change of a function is its derivative.
         B::NilFun => {
-            let (Type::Fun(a, r), Some(da)) = (&params[0], params.get(2)) else {
+            let Type::Fun(a, r) = &params[0] else {
                 return Err(Diagnostic::error(span, "internal: `nil'` at a non-function type"));
             };
-            let _ = da;
             apply_nil(it, &args[0], &args[1], &args[2], a, r, span)
         }
         B::NoBase => Err(Diagnostic::error(span, NEEDS_BASE)),
+        // ILC Sec. 3.7: Derive(merge) = λu du v dv. merge du dv (bag-group changes).
         B::DMerge => {
             if let (Some(x), Some(y)) = (replaced(&args[1]), replaced(&args[3])) {
                 let m = bag(x, span)?.merge(&*bag(y, span)?);
@@ -219,6 +222,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
             let d = group_op_into(it, &g, dx, &dy, span)?;
             Ok(change(Change::GChange(g, d)))
         }
+        // negate is the bag group's inverse, a homomorphism: its change is the negated change.
         B::DNegate => {
             if let Some(x) = replaced(&args[1]) {
                 return Ok(change(Change::Replace(Value::Bag(Rc::new(bag(x, span)?.negate())))));
@@ -228,6 +232,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
             let d = group_inverse(it, &g, &dx, span)?;
             Ok(change(Change::GChange(g, d)))
         }
+        // ILC Sec. 2.1 (the group of integers): (x + a) + (y + b) = (x + y) + (a + b).
         B::DAdd | B::DSub => {
             let op = if b == B::DAdd { BinOp::Add } else { BinOp::Sub };
             if let (Some(x), Some(y)) = (replaced(&args[1]), replaced(&args[3])) {
@@ -261,6 +266,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
             let d = arith(BinOp::Add, &arith(BinOp::Add, &xb, &ay, span)?, &ab, span)?;
             Ok(change(Change::GChange(g, d)))
         }
+        // singleton is not a homomorphism: its change is the new element minus the old one.
         B::DSingleton => {
             let x = need(&args[0], span)?.clone();
             let x1 = it.oplus(&x, &args[1], &params[0], span)?;
@@ -394,21 +400,21 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
 fn apply_nil(it: &mut Interp, f: &Value, x: &Value, dx: &Value, a: &Type, r: &Type, span: Span) -> EvalResult {
     match f {
         Value::Closure(c) => {
-            let d = closure_derivative(it, c, span)?;
+            let d = closure_derivative(it, c);
             match d {
-                Some(d) => apply_open(it, &d, &c.env, &[], x, dx, span),
+                Some(d) => apply_open(it, &d, &c.env, x, dx, span),
                 None => recompute(it, f, x, dx, a, r, span),
             }
         }
         Value::Partial(b, bty, args) if !b.is_internal() && table::has_efficient_derivative(*b, args.len()) => {
-            match partial_derivative(it, *b, bty, args.len(), span)? {
+            match partial_derivative(it, *b, bty, args.len()) {
                 Some(d) => {
                     let ys: Vec<LocalId> = d.frees.iter().map(|(y, _, _)| *y).collect();
                     let mut env = Env::default();
                     for (y, v) in ys.iter().zip(args.iter()) {
                         env = env.bind(*y, v.clone());
                     }
-                    apply_open(it, &d, &env, &[], x, dx, span)
+                    apply_open(it, &d, &env, x, dx, span)
                 }
                 None => recompute(it, f, x, dx, a, r, span),
             }
@@ -419,15 +425,7 @@ fn apply_nil(it: &mut Interp, f: &Value, x: &Value, dx: &Value, a: &Type, r: &Ty
 
 /// Evaluates a derived λ in the closure's environment with each free variable's change nil, and
 /// applies it to `x` and `dx`.
-fn apply_open(
-    it: &mut Interp,
-    d: &OpenDerivative,
-    env: &Env,
-    _extra: &[Value],
-    x: &Value,
-    dx: &Value,
-    span: Span,
-) -> EvalResult {
+fn apply_open(it: &mut Interp, d: &OpenDerivative, env: &Env, x: &Value, dx: &Value, span: Span) -> EvalResult {
     let mut env2 = env.clone();
     for (y, dy, ty) in &d.frees {
         let v = env.get(*y).cloned().ok_or_else(|| Diagnostic::error(span, "internal: a closure lost a variable"))?;
@@ -446,40 +444,34 @@ fn recompute(it: &mut Interp, f: &Value, x: &Value, dx: &Value, a: &Type, r: &Ty
     it.ominus(&new, &old, r, span)
 }
 
-fn closure_derivative(it: &mut Interp, c: &Rc<Closure>, span: Span) -> EvalResult<Option<Rc<OpenDerivative>>> {
+fn closure_derivative(it: &mut Interp, c: &Rc<Closure>) -> Option<Rc<OpenDerivative>> {
     let key = (Rc::as_ptr(&c.param) as usize, Rc::as_ptr(&c.body) as usize);
     if let Some(d) = it.ilc.closures.get(&key) {
-        return Ok(Some(d.clone()));
+        return Some(d.clone());
     }
     let lam = Expr::new(
         ExprKind::Lam(c.param.clone(), c.body.clone()),
         c.body.span,
         Type::fun(c.param.ty.clone(), c.body.ty.clone()),
     );
-    let d = open_derivative(it, &lam, span)?;
+    let d = open_derivative(it, &lam);
     if let Some(d) = &d {
         it.ilc.closures.insert(key, d.clone());
     }
-    Ok(d)
+    d
 }
 
-fn partial_derivative(
-    it: &mut Interp,
-    b: Builtin,
-    bty: &Type,
-    k: usize,
-    span: Span,
-) -> EvalResult<Option<Rc<OpenDerivative>>> {
+fn partial_derivative(it: &mut Interp, b: Builtin, bty: &Type, k: usize) -> Option<Rc<OpenDerivative>> {
     let key = (b, TypePrinter::new().ty(bty), k);
     if let Some(d) = it.ilc.partials.get(&key) {
-        return Ok(Some(d.clone()));
+        return Some(d.clone());
     }
     // λz. b y1 ... yk z, with the yi free (bound to the partial application's arguments).
     use ilc::term::*;
     let s = Span::SYNTHETIC;
     let (tys, _) = arrows(bty, k + 1);
     if tys.len() != k + 1 {
-        return Ok(None);
+        return None;
     }
     let mut args = Vec::new();
     for t in &tys[..k] {
@@ -490,24 +482,20 @@ fn partial_derivative(
     args.push(var("z".into(), z, tys[k].clone(), s));
     let body = app_n(builtin(b, bty.clone(), s), args, s);
     let lam_ = lam(pat_var("z".into(), z, tys[k].clone(), s), body, s);
-    let d = open_derivative(it, &lam_, span)?;
+    let d = open_derivative(it, &lam_);
     if let Some(d) = &d {
         it.ilc.partials.insert(key, d.clone());
     }
-    Ok(d)
+    d
 }
 
 /// `Derive(lam)` with its free variables' changes nil, or `None` when it cannot be derived (then
 /// recomputation stands in: it is always a derivative).
-fn open_derivative(it: &mut Interp, lam: &E, _span: Span) -> EvalResult<Option<Rc<OpenDerivative>>> {
+fn open_derivative(it: &mut Interp, lam: &E) -> Option<Rc<OpenDerivative>> {
     let mut next = next_local(it);
-    match ilc::derive_open(it.program, lam, &mut next) {
-        Ok(d) => {
-            it.ilc.next_local = next;
-            Ok(Some(Rc::new(OpenDerivative { term: d.term, frees: d.frees, _keep: lam.clone() })))
-        }
-        Err(_) => Ok(None),
-    }
+    let d = ilc::derive_open(it.program, lam, &mut next).ok()?;
+    it.ilc.next_local = next;
+    Some(Rc::new(OpenDerivative { term: d.term, frees: d.frees, _keep: lam.clone() }))
 }
 
 fn change(c: Change) -> Value {
