@@ -51,6 +51,8 @@ pub const SUPPORT: &[SupportDecl] = &[
     decl("nabla_bag_negate", &[P], &[P], true),
     // In place: `dst` (a bag no one else holds) gains every entry of `src`.
     decl("nabla_bag_add_into", &[P, P], &[], true),
+    // In place: `dst` gains every entry of `src` times the `i64` (a bag fold's step).
+    decl("nabla_bag_add_scaled", &[P, P, I], &[], true),
     // A new bag, every multiplicity times the `i64` (wrapping, zeros dropped).
     decl("nabla_bag_scale", &[P, I], &[P], true),
     decl("nabla_bag_eq", &[P, P], &[B], false),

@@ -383,6 +383,15 @@ impl Lowerer<'_> {
     fn fold_bag(&mut self, bt: &Type, rt: &Type, g: Value, f: LVal, bag: Value, site: Site) -> R<LVal> {
         let kt = elem(bt)?;
         let zero = self.group_call(Helper::Zero, rt, g, Site::None, &[])?;
+        if self.known_group(g) == Some(GroupKind::Bag) {
+            // The bag group's scale-then-add, in one step.
+            self.bag_loop(&kt, bag, vec![], &mut |l, _, key, m, _| {
+                let y = l.apply(f.clone(), vec![(key, site)])?.word()?;
+                l.ext("nabla_bag_add_scaled", vec![zero[0], y, m])?;
+                Ok(vec![])
+            })?;
+            return Ok(LVal::Word(zero[0]));
+        }
         let out = self.bag_loop(&kt, bag, zero, &mut |l, _, key, m, acc| {
             let y = l.apply(f.clone(), vec![(key, site)])?;
             let mut args = l.materialize(&y)?;
@@ -438,9 +447,9 @@ impl Lowerer<'_> {
         let width = self.b().iconst(flat(&yt).len() as i64);
         let out = self.ext1("nabla_bag_new", vec![width])?;
         self.bag_loop(&kt, bag, vec![], &mut |l, _, key, m, _| {
+            // The bag group's scale-then-add, in one step.
             let y = l.apply(f.clone(), vec![(key, site)])?.word()?;
-            let scaled = l.ext1("nabla_bag_scale", vec![y, m])?;
-            l.ext("nabla_bag_add_into", vec![out, scaled])?;
+            l.ext("nabla_bag_add_scaled", vec![out, y, m])?;
             Ok(vec![])
         })?;
         Ok(LVal::Word(out))

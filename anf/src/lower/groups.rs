@@ -140,6 +140,11 @@ impl Lowerer<'_> {
         g
     }
 
+    /// The kind of group `g` if it is a builtin group made in this function.
+    pub(crate) fn known_group(&self, g: Value) -> Option<GroupKind> {
+        self.known_groups.get(&(self.cur_func, g)).copied()
+    }
+
     /// The helper function `h` at type `t` (made on first use).
     fn helper_fn(&mut self, h: Helper, t: &Type) -> FuncId {
         let key = (h, super::type_key(t));

@@ -4,8 +4,10 @@
 //! A bag never stores a zero multiplicity; the group-aware "zero value disappears" rule of maps
 //! is applied by the compiled code, which knows the group.
 
+use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 
 use rustc_hash::FxHashMap;
 
@@ -43,14 +45,84 @@ pub fn width(w: i64) -> Result<usize, CollectionError> {
 
 /// Orders keys as the language orders `Int`, `Bool` and tuples of them.
 pub fn cmp_keys(a: &[u64], b: &[u64]) -> Ordering {
-    a.iter().map(|w| *w as i64).cmp(b.iter().map(|w| *w as i64))
+    for (x, y) in a.iter().zip(b) {
+        match (*x as i64).cmp(&(*y as i64)) {
+            Ordering::Equal => {}
+            o => return o,
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
+/// Keys this wide or narrower are stored without a heap allocation of their own.
+const INLINE: usize = 2;
+
+/// A key's (or value's) words: inline when short (most keys are one `Int` or a pair), else boxed.
+#[derive(Clone)]
+pub enum Words {
+    Inline(u8, [u64; INLINE]),
+    Heap(Box<[u64]>),
+}
+
+impl Words {
+    /// The words of `ws`.
+    pub fn new(ws: &[u64]) -> Words {
+        if ws.len() <= INLINE {
+            let mut a = [0; INLINE];
+            a[..ws.len()].copy_from_slice(ws);
+            Words::Inline(ws.len() as u8, a)
+        } else {
+            Words::Heap(ws.into())
+        }
+    }
+    /// The words as a slice.
+    pub fn as_slice(&self) -> &[u64] {
+        match self {
+            Words::Inline(n, a) => &a[..*n as usize],
+            Words::Heap(b) => b,
+        }
+    }
+    /// The words, mutably.
+    pub fn as_mut_slice(&mut self) -> &mut [u64] {
+        match self {
+            Words::Inline(n, a) => &mut a[..*n as usize],
+            Words::Heap(b) => b,
+        }
+    }
+}
+
+impl Borrow<[u64]> for Words {
+    fn borrow(&self) -> &[u64] {
+        self.as_slice()
+    }
+}
+
+// Hashing and equality are the slice's, as `Borrow` requires.
+impl Hash for Words {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_slice().hash(state)
+    }
+}
+
+impl PartialEq for Words {
+    fn eq(&self, other: &Words) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for Words {}
+
+impl fmt::Debug for Words {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.as_slice().fmt(f)
+    }
 }
 
 /// A multiset with signed multiplicities over keys of `key_words` words.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Bag {
     key_words: usize,
-    counts: FxHashMap<Box<[u64]>, i64>,
+    counts: FxHashMap<Words, i64>,
 }
 
 impl Bag {
@@ -98,7 +170,7 @@ impl Bag {
                 }
             }
             None => {
-                self.counts.insert(key.into(), mult);
+                self.counts.insert(Words::new(key), mult);
             }
         }
         Ok(())
@@ -111,7 +183,7 @@ impl Bag {
         }
         let (mut out, smaller) = if self.len() >= other.len() { (self.clone(), other) } else { (other.clone(), self) };
         for (k, m) in &smaller.counts {
-            out.insert(k, *m)?;
+            out.insert(k.as_slice(), *m)?;
         }
         Ok(out)
     }
@@ -137,10 +209,16 @@ impl Bag {
         out
     }
 
+    /// `(key, multiplicity)` pairs in no particular order.
+    pub fn entries(&self) -> impl Iterator<Item = (&[u64], i64)> + '_ {
+        self.counts.iter().map(|(k, m)| (k.as_slice(), *m))
+    }
+
     /// `(key, multiplicity)` pairs sorted by key.
     pub fn sorted_entries(&self) -> Vec<(&[u64], i64)> {
-        let mut es: Vec<(&[u64], i64)> = self.counts.iter().map(|(k, m)| (&**k, *m)).collect();
-        es.sort_by(|a, b| cmp_keys(a.0, b.0));
+        let mut es: Vec<(&[u64], i64)> = self.entries().collect();
+        // Keys are distinct, so an unstable sort gives one order.
+        es.sort_unstable_by(|a, b| cmp_keys(a.0, b.0));
         es
     }
 }
@@ -150,7 +228,7 @@ impl Bag {
 pub struct Map {
     key_words: usize,
     value_words: usize,
-    entries: FxHashMap<Box<[u64]>, Box<[u64]>>,
+    entries: FxHashMap<Words, Words>,
 }
 
 impl Map {
@@ -181,7 +259,7 @@ impl Map {
 
     /// The value at `key`.
     pub fn get(&self, key: &[u64]) -> Option<&[u64]> {
-        self.entries.get(key).map(|v| &**v)
+        self.entries.get(key).map(|v| v.as_slice())
     }
 
     /// Binds `key` to `value`.
@@ -193,9 +271,9 @@ impl Map {
             return Err(CollectionError::WidthMismatch { expected: self.value_words, found: value.len() });
         }
         match self.entries.get_mut(key) {
-            Some(v) => v.copy_from_slice(value),
+            Some(v) => v.as_mut_slice().copy_from_slice(value),
             None => {
-                self.entries.insert(key.into(), value.into());
+                self.entries.insert(Words::new(key), Words::new(value));
             }
         }
         Ok(())
@@ -208,8 +286,9 @@ impl Map {
 
     /// `(key, value)` pairs sorted by key.
     pub fn sorted_entries(&self) -> Vec<(&[u64], &[u64])> {
-        let mut es: Vec<(&[u64], &[u64])> = self.entries.iter().map(|(k, v)| (&**k, &**v)).collect();
-        es.sort_by(|a, b| cmp_keys(a.0, b.0));
+        let mut es: Vec<(&[u64], &[u64])> = self.entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())).collect();
+        // Keys are distinct, so an unstable sort gives one order.
+        es.sort_unstable_by(|a, b| cmp_keys(a.0, b.0));
         es
     }
 }

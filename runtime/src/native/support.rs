@@ -116,11 +116,22 @@ pub unsafe extern "C" fn nabla_bag_merge(ctx: *mut CtxHeader, a: *const Bag, b: 
 
 /// Adds every entry of `src` to `dst` in place (`dst` must be a bag no one else holds).
 pub unsafe extern "C" fn nabla_bag_add_into(ctx: *mut CtxHeader, dst: *mut Bag, src: *const Bag) {
+    nabla_bag_add_scaled(ctx, dst, src, 1)
+}
+
+/// Adds every entry of `src`, its multiplicity times `m` (wrapping), to `dst` in place: the bag
+/// group's `dst · (src scaled by m)`, a bag fold's step (`dst` must be a bag no one else holds).
+pub unsafe extern "C" fn nabla_bag_add_scaled(ctx: *mut CtxHeader, dst: *mut Bag, src: *const Bag, m: i64) {
     guard(ctx, (), |_| {
+        if std::ptr::eq(dst, src) {
+            let scaled = (*src).scale(m.wrapping_add(1));
+            *dst = scaled;
+            return Ok(());
+        }
         let src = &*src;
         let dst = &mut *dst;
-        for (k, m) in src.sorted_entries() {
-            dst.insert(k, m)?;
+        for (k, n) in src.entries() {
+            dst.insert(k, n.wrapping_mul(m))?;
         }
         Ok(())
     })
@@ -278,6 +289,7 @@ pub fn address(name: &str) -> Option<*const u8> {
         "nabla_bag_merge" => nabla_bag_merge as *const u8,
         "nabla_bag_negate" => nabla_bag_negate as *const u8,
         "nabla_bag_add_into" => nabla_bag_add_into as *const u8,
+        "nabla_bag_add_scaled" => nabla_bag_add_scaled as *const u8,
         "nabla_bag_scale" => nabla_bag_scale as *const u8,
         "nabla_bag_eq" => nabla_bag_eq as *const u8,
         "nabla_map_insert_unique" => nabla_map_insert_unique as *const u8,
