@@ -19,17 +19,34 @@ pub struct CtxHeader {
     pub alloc_end: *mut u8,
     /// 0 while the call is fine; a trap code (`anf::ir::TrapCode`) once it failed.
     pub status: i64,
+    /// The lowest stack address recursive code may reach: functions on a cycle of the call graph
+    /// trap with `StackOverflow` below it instead of overflowing the stack. Null: no limit.
+    pub stack_limit: *mut u8,
 }
 
 /// Byte offsets of the header's fields, used by the code generator.
 pub(crate) const CTX_ALLOC_PTR: i32 = 0;
 pub(crate) const CTX_ALLOC_END: i32 = 8;
 pub(crate) const CTX_STATUS: i32 = 16;
+pub(crate) const CTX_STACK_LIMIT: i32 = 24;
 
 impl CtxHeader {
     /// A header with no arena memory: every allocation goes to the slow path.
     pub fn empty() -> CtxHeader {
-        CtxHeader { alloc_ptr: std::ptr::null_mut(), alloc_end: std::ptr::null_mut(), status: 0 }
+        CtxHeader {
+            alloc_ptr: std::ptr::null_mut(),
+            alloc_end: std::ptr::null_mut(),
+            status: 0,
+            stack_limit: std::ptr::null_mut(),
+        }
+    }
+
+    /// Limits recursion to about `bytes` of stack below the caller's frame (call it on the thread
+    /// that runs the compiled code, just before calling).
+    pub fn limit_stack(&mut self, bytes: usize) {
+        let here = 0u8;
+        let sp = std::ptr::addr_of!(here) as usize;
+        self.stack_limit = sp.saturating_sub(bytes) as *mut u8;
     }
 }
 

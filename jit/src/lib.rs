@@ -313,9 +313,17 @@ impl Jit {
                 module.declare_anonymous_function(&sig).map_err(module_error)
             })
             .collect::<Result<_, _>>()?;
-        let may_fail = may_fail(m);
-        let env =
-            translate::ModuleEnv { ir: m, funcs: &funcs, externs: &externs, trap_fn, alloc_fn, may_fail: &may_fail };
+        let recursive = recursive(m);
+        let may_fail = may_fail(m, &recursive);
+        let env = translate::ModuleEnv {
+            ir: m,
+            funcs: &funcs,
+            externs: &externs,
+            trap_fn,
+            alloc_fn,
+            may_fail: &may_fail,
+            recursive: &recursive,
+        };
         module.clear_context(&mut self.ctx);
         self.ctx.func.signature = translate::cl_signature(&irf.sig, call_conv);
         let codegen = |message: String| JitError::Codegen { func: irf.name.clone(), message };
@@ -396,8 +404,17 @@ impl Jit {
             let sig = translate::entry_signature(call_conv);
             entry_ids.push(module.declare_anonymous_function(&sig).map_err(module_error)?);
         }
-        let env =
-            translate::ModuleEnv { ir: m, funcs: &funcs, externs: &externs, trap_fn, alloc_fn, may_fail: &may_fail(m) };
+        let recursive = recursive(m);
+        let may_fail = may_fail(m, &recursive);
+        let env = translate::ModuleEnv {
+            ir: m,
+            funcs: &funcs,
+            externs: &externs,
+            trap_fn,
+            alloc_fn,
+            may_fail: &may_fail,
+            recursive: &recursive,
+        };
         // Define everything; on the first failure, give the rest stub bodies so the module can
         // still be finalised (declared but undefined functions would make finalisation panic).
         let mut failure = None;
@@ -522,7 +539,8 @@ struct Needs {
 impl Needs {
     /// Scans the module's instructions.
     fn of(m: &ir::Module) -> Needs {
-        let mut needs = Needs { trap: false, alloc: false };
+        // Recursive functions check the stack limit, which traps.
+        let mut needs = Needs { trap: recursive(m).contains(&true), alloc: false };
         for f in m.funcs.values() {
             for data in f.insts.values() {
                 match &data.op {
@@ -542,21 +560,95 @@ impl Needs {
     }
 }
 
-/// Which functions may fail: those with a failing instruction, a fallible support call, or a
-/// call of a function that may fail (a fixpoint over the call graph, which may be cyclic).
-fn may_fail(m: &ir::Module) -> Vec<bool> {
-    let local = |f: &ir::Function| {
-        f.insts.values().any(|d| match &d.op {
-            ir::Op::Alloc(_)
-            | ir::Op::NewArray(..)
-            | ir::Op::BoundsCheck(..)
-            | ir::Op::Trap(..)
-            | ir::Op::Binary(ir::BinaryOp::Sdiv | ir::BinaryOp::Srem, ..) => true,
-            ir::Op::CallExt(e, _) => m.externs.get(*e).is_some_and(|e| e.fallible),
-            _ => false,
+/// Which functions are on a cycle of the call graph (Tarjan's strongly connected components):
+/// only they can nest calls without bound, so only they check the stack limit.
+fn recursive(m: &ir::Module) -> Vec<bool> {
+    let n = m.funcs.len();
+    let succ: Vec<Vec<usize>> = m
+        .funcs
+        .values()
+        .map(|f| {
+            f.insts
+                .values()
+                .filter_map(|d| match &d.op {
+                    ir::Op::Call(g, _) if g.index() < n => Some(g.index()),
+                    _ => None,
+                })
+                .collect()
         })
+        .collect();
+    let mut index = vec![usize::MAX; n];
+    let mut low = vec![0; n];
+    let mut on_stack = vec![false; n];
+    let mut stack = Vec::new();
+    let mut out = vec![false; n];
+    let mut next = 0;
+    for root in 0..n {
+        if index[root] != usize::MAX {
+            continue;
+        }
+        // Iterative Tarjan: (node, next successor position).
+        let mut work = vec![(root, 0usize)];
+        index[root] = next;
+        low[root] = next;
+        next += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(&mut (v, ref mut i)) = work.last_mut() {
+            if *i < succ[v].len() {
+                let w = succ[v][*i];
+                *i += 1;
+                if index[w] == usize::MAX {
+                    index[w] = next;
+                    low[w] = next;
+                    next += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    work.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+            } else {
+                work.pop();
+                if let Some(&(u, _)) = work.last() {
+                    low[u] = low[u].min(low[v]);
+                }
+                if low[v] == index[v] {
+                    let mut component = Vec::new();
+                    while let Some(w) = stack.pop() {
+                        on_stack[w] = false;
+                        component.push(w);
+                        if w == v {
+                            break;
+                        }
+                    }
+                    let cyclic = component.len() > 1 || succ[v].contains(&v);
+                    for w in component {
+                        out[w] = cyclic;
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Which functions may fail: those with a failing instruction, a fallible support call or a stack
+/// check, or a call of a function that may fail (a fixpoint over the call graph).
+fn may_fail(m: &ir::Module, recursive: &[bool]) -> Vec<bool> {
+    let local = |(i, f): (usize, &ir::Function)| {
+        recursive[i]
+            || f.insts.values().any(|d| match &d.op {
+                ir::Op::Alloc(_)
+                | ir::Op::NewArray(..)
+                | ir::Op::BoundsCheck(..)
+                | ir::Op::Trap(..)
+                | ir::Op::Binary(ir::BinaryOp::Sdiv | ir::BinaryOp::Srem, ..) => true,
+                ir::Op::CallExt(e, _) => m.externs.get(*e).is_some_and(|e| e.fallible),
+                _ => false,
+            })
     };
-    let mut fails: Vec<bool> = m.funcs.values().map(local).collect();
+    let mut fails: Vec<bool> = m.funcs.values().enumerate().map(local).collect();
     let mut changed = true;
     while changed {
         changed = false;

@@ -18,7 +18,7 @@ use cranelift_jit::JITModule;
 use cranelift_module::{FuncId as ClFuncId, Module as _};
 use rustc_hash::FxHashMap;
 
-use crate::abi::{CTX_ALLOC_END, CTX_ALLOC_PTR, CTX_STATUS};
+use crate::abi::{CTX_ALLOC_END, CTX_ALLOC_PTR, CTX_STACK_LIMIT, CTX_STATUS};
 
 /// Results returned in registers; more go through a hidden out-pointer (Cranelift cannot return
 /// more than two integer values in registers).
@@ -35,6 +35,8 @@ pub(crate) struct ModuleEnv<'a> {
     pub alloc_fn: Option<ClFuncId>,
     /// Whether each function may fail (so its callers check `status` after the call).
     pub may_fail: &'a [bool],
+    /// Whether each function is on a cycle of the call graph (so it checks the stack limit).
+    pub recursive: &'a [bool],
 }
 
 /// The Cranelift type of an IR word.
@@ -171,6 +173,9 @@ pub(crate) fn translate_function(
     }
     t.blocks[ir_entry.index()] = Some(entry);
     t.create_slot();
+    if env.recursive.get(func_index(env, irf)).copied().unwrap_or(false) {
+        t.check_stack();
+    }
     let order = ir::cfg::reverse_postorder(irf);
     for &blk in &order[1..] {
         let cb = t.b.create_block();
@@ -196,7 +201,22 @@ pub(crate) fn translate_function(
     Ok(())
 }
 
+/// The index of `irf` in its module.
+fn func_index(env: &ModuleEnv, irf: &ir::Function) -> usize {
+    env.ir.funcs.iter().position(|(_, f)| std::ptr::eq(f, irf)).unwrap_or(usize::MAX)
+}
+
 impl<'a, 'b> Translator<'a, 'b> {
+    /// Traps with `StackOverflow` when the stack pointer is below the context's limit.
+    fn check_stack(&mut self) {
+        let sp = self.b.ins().get_stack_pointer(types::I64);
+        let limit = self.b.ins().load(types::I64, flags(), self.ctx, CTX_STACK_LIMIT);
+        let low = self.b.ins().icmp(IntCC::UnsignedLessThan, sp, limit);
+        let site = self.no_site();
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.trap_if(low, ir::TrapCode::StackOverflow, site, zero, zero);
+    }
+
     /// The Cranelift value of `v`.
     fn v(&self, v: ir::Value) -> Result<cl::Value, String> {
         self.values.get(v.index()).copied().flatten().ok_or_else(|| format!("{v} used before it is translated"))

@@ -55,6 +55,11 @@ use crate::engine::{root_span, to_value, Layout, Machine};
 use crate::native::{CallCtx, DEFAULT_ARENA_LIMIT};
 use crate::value::Value;
 
+/// Stack compiled code may use below the caller of [`Compiled::call`]: closures nested deeper (only
+/// closures that build closures at run time nest without a bound) are the error "evaluation nested
+/// too deeply", never a stack overflow.
+pub const STACK_BUDGET: usize = 512 << 10;
+
 /// One argument of a call, matched in order against the definition's parameters (curried
 /// parameters one after another, tuples component by component).
 #[derive(Clone, Copy, Debug)]
@@ -113,7 +118,7 @@ impl Compiled {
             let name = name.clone();
             frontend::with_big_stack(move || prepare(&src, &name))?
         };
-        let machine = Machine::from_parts(&p.module, p.main, Some(p.apply), p.sites, p.root, p.span)
+        let machine = Machine::from_parts(&p.module, p.main, Some(p.apply), p.sites, p.root, p.span, STACK_BUDGET)
             .map_err(|e| Diagnostic::error(p.span, e))?;
         let mut globals = CallCtx::new(DEFAULT_ARENA_LIMIT);
         let closure = match machine.main_words(&mut globals)?.as_slice() {
@@ -199,6 +204,7 @@ impl Compiled {
             };
         }
         self.ctx.reset();
+        self.ctx.limit_stack(self.machine.stack_budget());
         let entry = self.machine.apply_entry().ok_or_else(|| self.usage("it has no entry point"))?;
         // SAFETY: the context is live and reset; the arguments follow `ir::layout` for the
         // parameters' types (arrays point to `[len, elements…]` buffers that outlive the call).

@@ -44,11 +44,15 @@ pub fn run(mono: &MonoProgram) -> Result<Run, Diagnostic> {
         Err(e) if e.unsupported => return fallback(e.message.trim_end_matches(" is not compiled yet")),
         Err(e) => return Err(Diagnostic::error(span, format!("internal compiler error: {e}"))),
     };
-    let machine = Machine::new(&lowered, span).map_err(|e| Diagnostic::error(span, e))?;
+    let machine = Machine::new(&lowered, span, BIG_STACK_BUDGET).map_err(|e| Diagnostic::error(span, e))?;
     let mut ctx = CallCtx::new(DEFAULT_ARENA_LIMIT);
     let value = machine.run_main(&mut ctx)?;
     Ok(Run { value, note: None })
 }
+
+/// Stack compiled code may use under [`run`], which must run on a thread with a big stack
+/// (`frontend::with_big_stack`, as the CLI does): nesting deeper is an error, never an overflow.
+pub const BIG_STACK_BUDGET: usize = 64 << 20;
 
 /// The IR of `mono` as text (`nabla ir`).
 pub fn ir_text(mono: &MonoProgram) -> Result<String, Diagnostic> {
@@ -120,11 +124,13 @@ pub struct Machine {
     root: Layout,
     /// Where errors without a site are reported.
     span: Span,
+    /// Stack compiled code may use below the caller.
+    stack_budget: usize,
 }
 
 impl Machine {
     /// JIT-compiles a lowered program.
-    pub fn new(lowered: &Lowered, span: Span) -> Result<Machine, String> {
+    pub fn new(lowered: &Lowered, span: Span, stack_budget: usize) -> Result<Machine, String> {
         Machine::from_parts(
             &lowered.module,
             lowered.main,
@@ -132,6 +138,7 @@ impl Machine {
             lowered.sites.iter().map(|s| (s.span, s.key.as_ref().map(Layout::of))).collect(),
             Layout::of(&lowered.root_ty),
             span,
+            stack_budget,
         )
     }
 
@@ -143,11 +150,12 @@ impl Machine {
         sites: Vec<(Span, Option<Layout>)>,
         root: Layout,
         span: Span,
+        stack_budget: usize,
     ) -> Result<Machine, String> {
         let mut jit = Jit::new(JitConfig::default(), native::support_table()).map_err(|e| e.to_string())?;
         let entries: Vec<ir::FuncId> = std::iter::once(main).chain(apply).collect();
         let compiled = jit.compile(module, &entries).map_err(|e| format!("internal compiler error: {e}"))?;
-        Ok(Machine { _jit: jit, compiled, main, apply, sites, root, span })
+        Ok(Machine { _jit: jit, compiled, main, apply, sites, root, span, stack_budget })
     }
 
     /// Runs `@main` in `ctx` and marshals the root's value (the context is reset first).
@@ -160,12 +168,18 @@ impl Machine {
     /// Runs `@main` in `ctx` and gives the root's words (valid until `ctx` is reset).
     pub fn main_words(&self, ctx: &mut CallCtx) -> Result<Vec<Word>, Diagnostic> {
         ctx.reset();
+        ctx.limit_stack(self.stack_budget);
         let entry = self.compiled.entry(self.main).ok_or_else(|| self.internal("no entry for @main"))?;
         // SAFETY: `ctx` is a live runtime context and `@main` takes no arguments.
         match unsafe { entry.call(ctx.header(), &[]) } {
             Ok(words) => Ok(words),
             Err(e) => Err(self.call_error(ctx, e)),
         }
+    }
+
+    /// Stack compiled code may use below the caller.
+    pub fn stack_budget(&self) -> usize {
+        self.stack_budget
     }
 
     /// The `@apply` entry.

@@ -77,3 +77,13 @@ fn array_results_and_a_reused_arena() {
     }
     assert_eq!(softmax.arena_reserved(), after_first, "calls reuse the arena");
 }
+
+#[test]
+fn closures_nested_without_bound_are_an_error_not_a_crash() {
+    let src = "def f (n : Int) = toReal ((iterate n (fun g -> fun x -> g (x + 1)) (fun x -> x)) 0)";
+    let mut f = Compiled::new(src, "f").unwrap();
+    assert_eq!(f.call_f64(&[Arg::Int(1000)]).unwrap(), 1000.0);
+    let e = f.call_f64(&[Arg::Int(10_000_000)]).unwrap_err();
+    assert_eq!(e.message, "evaluation nested too deeply");
+    assert_eq!(f.call_f64(&[Arg::Int(7)]).unwrap(), 7.0);
+}

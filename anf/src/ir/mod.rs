@@ -316,11 +316,13 @@ pub enum TrapCode {
     IterateNegative = 11,
     /// A map literal binds a key twice (raised by the runtime, which knows the key).
     DuplicateKey = 12,
+    /// Calls nested deeper than the stack the runtime allows (recursive functions check).
+    StackOverflow = 13,
 }
 
 impl TrapCode {
     /// Every trap code, in numeric order.
-    pub const ALL: [TrapCode; 12] = [
+    pub const ALL: [TrapCode; 13] = [
         TrapCode::IndexOutOfBounds,
         TrapCode::DivisionByZero,
         TrapCode::NegativeLength,
@@ -333,6 +335,7 @@ impl TrapCode {
         TrapCode::DotLengths,
         TrapCode::IterateNegative,
         TrapCode::DuplicateKey,
+        TrapCode::StackOverflow,
     ];
     /// The name used in the text format.
     pub fn name(self) -> &'static str {
@@ -349,6 +352,7 @@ impl TrapCode {
             TrapCode::DotLengths => "dot_lengths",
             TrapCode::IterateNegative => "iterate_negative",
             TrapCode::DuplicateKey => "duplicate_key",
+            TrapCode::StackOverflow => "stack_overflow",
         }
     }
     /// The numeric code passed to `nabla_trap`.
@@ -378,6 +382,7 @@ impl TrapCode {
             TrapCode::DotLengths => format!("dot: arrays have different lengths {a} and {b}"),
             TrapCode::IterateNegative => format!("iterate: negative count {a}"),
             TrapCode::DuplicateKey => "duplicate key in map literal".to_string(),
+            TrapCode::StackOverflow => "evaluation nested too deeply".to_string(),
         }
     }
 }

@@ -111,6 +111,13 @@ impl CallCtx {
         &mut self.header
     }
 
+    /// Lets recursive compiled code use about `bytes` of stack below the caller (call it on the
+    /// thread that runs the code, just before calling); deeper nesting is the error "evaluation
+    /// nested too deeply" instead of a stack overflow.
+    pub fn limit_stack(&mut self, bytes: usize) {
+        self.header.limit_stack(bytes);
+    }
+
     /// The error of the last failed call, if any.
     pub fn error(&self) -> Option<&NativeError> {
         self.error.as_ref()
