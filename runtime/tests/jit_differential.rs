@@ -41,6 +41,8 @@ enum Ty {
     Bag,
     /// `Map Int Int`
     Map,
+    /// `Map Int (Bag Int)`
+    MapBag,
     Fun(Box<Ty>, Box<Ty>),
 }
 
@@ -54,6 +56,7 @@ impl std::fmt::Display for Ty {
             Ty::Arr(a) => write!(f, "(Array {a})"),
             Ty::Bag => write!(f, "(Bag Int)"),
             Ty::Map => write!(f, "(Map Int Int)"),
+            Ty::MapBag => write!(f, "(Map Int (Bag Int))"),
             Ty::Fun(a, b) => write!(f, "({a} -> {b})"),
         }
     }
@@ -88,7 +91,7 @@ impl Gen {
         if depth == 0 || self.rng.chance(55) {
             return simple[self.rng.below(4) as usize].clone();
         }
-        match self.rng.below(8) {
+        match self.rng.below(12) {
             0 => pair(self.ty(depth - 1), self.ty(depth - 1)),
             1 => arr(Ty::Int),
             2 => arr(Ty::Real),
@@ -96,6 +99,10 @@ impl Gen {
             4 => Ty::Map,
             5 => fun(Ty::Int, Ty::Int),
             6 => fun(Ty::Real, Ty::Real),
+            7 => Ty::MapBag,
+            8 => fun(arr(Ty::Real), arr(Ty::Real)),
+            9 => fun(Ty::Bag, Ty::Int),
+            10 => fun(Ty::Int, fun(Ty::Int, Ty::Int)),
             _ => arr(self.ty(depth - 1)),
         }
     }
@@ -164,6 +171,16 @@ impl Gen {
                     })
                     .collect();
                 format!("bag{{{}}}", xs.join(", "))
+            }
+            Ty::MapBag => {
+                let n = self.rng.below(3);
+                let xs: Vec<String> = (0..n)
+                    .map(|i| {
+                        let b = self.leaf(&Ty::Bag);
+                        format!("{} -> {b}", i as i64 * 3 - 2)
+                    })
+                    .collect();
+                format!("map{{{}}}", xs.join(", "))
             }
             Ty::Map => {
                 let n = self.rng.below(4);
@@ -241,7 +258,7 @@ impl Gen {
             _ => {}
         }
         match t {
-            Ty::Int => match self.rng.below(12) {
+            Ty::Int => match self.rng.below(13) {
                 0..=2 => {
                     let op = ["+", "-", "*", "/"][self.rng.below(4) as usize];
                     format!("({} {op} {})", self.expr(t, d), self.expr(t, d))
@@ -280,6 +297,18 @@ impl Gen {
                     )
                 }
                 10 => format!("({} <+> {})", self.expr(t, d), self.change(t, d)),
+                11 => {
+                    let (k, v, a, y) = (self.name("k"), self.name("w"), self.name("a"), self.name("y"));
+                    self.env.push((k.clone(), Ty::Int));
+                    self.env.push((v.clone(), Ty::Bag));
+                    let body = self.expr(t, d);
+                    self.env.truncate(self.env.len() - 2);
+                    let m = self.expr(&Ty::MapBag, d);
+                    let z = self.expr(t, d);
+                    format!(
+                        "(foldMapGen {z} (fun ({a} : Int) ({y} : Int) -> {a} * 2 + {y}) (fun ({k} : Int) ({v} : (Bag Int)) -> {body}) {m})"
+                    )
+                }
                 _ => format!("(dot {} {})", self.expr(&arr(Ty::Int), d), self.expr(&arr(Ty::Int), d)),
             },
             Ty::Real => match self.rng.below(9) {
@@ -314,10 +343,22 @@ impl Gen {
                 3 => format!("(not {})", self.expr(t, d)),
                 _ => self.leaf(t),
             },
-            Ty::Pair(a, b) => match self.rng.below(3) {
+            Ty::Pair(a, b) => match self.rng.below(4) {
                 0 if matches!((&**a, &**b), (Ty::Int, Ty::Real)) => {
                     let (p, q) = (self.expr(t, d), self.expr(t, d));
                     format!("({p} <+> ({q} <-> {p}))")
+                }
+                1 if matches!((&**a, &**b), (Ty::Int, Ty::Real)) => {
+                    let x = self.name("x");
+                    self.env.push((x.clone(), Ty::Int));
+                    let body = self.expr(t, d);
+                    self.env.pop();
+                    let g = if self.rng.chance(50) {
+                        format!("(pairGroup {} realGroup)", self.int_group(d))
+                    } else {
+                        "(group (fun (p : Int * Real) (q : Int * Real) -> (p.1 + q.1, p.2 * q.2)) (fun (p : Int * Real) -> (0 - p.1, 1.0 / p.2)) (0, 1.0))".to_string()
+                    };
+                    format!("(foldBag {g} (fun ({x} : Int) -> {body}) {})", self.expr(&Ty::Bag, d))
                 }
                 _ => format!("({}, {})", self.expr(a, d), self.expr(b, d)),
             },
@@ -370,6 +411,34 @@ impl Gen {
                 6 => format!("({} <+> {})", self.expr(t, d), self.change(t, d)),
                 _ => self.leaf(t),
             },
+            Ty::MapBag => match self.rng.below(5) {
+                0 => {
+                    let x = self.name("x");
+                    self.env.push((x.clone(), Ty::Int));
+                    let k = self.expr(&Ty::Int, d);
+                    let b = self.expr(&Ty::Bag, d);
+                    self.env.pop();
+                    format!(
+                        "(foldBag (mapGroup bagGroup) (fun ({x} : Int) -> singletonMap {k} {b}) {})",
+                        self.expr(&Ty::Bag, d)
+                    )
+                }
+                1 => format!("({} <+> gchange (mapGroup bagGroup) {})", self.expr(t, d), self.expr(t, d)),
+                2 => format!("({} <+> ({} <-> {}))", self.expr(t, d), self.expr(t, d), self.expr(t, d)),
+                3 => {
+                    let (k, v) = (self.name("k"), self.name("w"));
+                    self.env.push((k.clone(), Ty::Int));
+                    self.env.push((v.clone(), Ty::Int));
+                    let b = self.expr(&Ty::Bag, d);
+                    let key = self.expr(&Ty::Int, d);
+                    self.env.truncate(self.env.len() - 2);
+                    format!(
+                        "(foldMap intGroup (mapGroup bagGroup) (fun ({k} : Int) ({v} : Int) -> singletonMap {key} {b}) {})",
+                        self.expr(&Ty::Map, d)
+                    )
+                }
+                _ => self.leaf(t),
+            },
             Ty::Map => match self.rng.below(6) {
                 0 => format!("(singletonMap {} {})", self.expr(&Ty::Int, d), self.expr(&Ty::Int, d)),
                 1 => {
@@ -386,6 +455,40 @@ impl Gen {
                 }
                 2 => format!("({} <+> gchange (mapGroup intGroup) {})", self.expr(t, d), self.expr(t, d)),
                 3 => format!("({} <+> {})", self.expr(t, d), self.change(t, d)),
+                _ => self.leaf(t),
+            },
+            Ty::Fun(a, b) if self.rng.chance(30) => match (&**a, &**b) {
+                // Builtins partially applied, as values.
+                (Ty::Arr(x), Ty::Arr(y)) if x == y => match self.rng.below(3) {
+                    0 => format!("(map {})", self.expr(&fun((**x).clone(), (**y).clone()), d)),
+                    1 => {
+                        let (p, q) = (self.name("p"), self.name("q"));
+                        self.env.push((p.clone(), (**x).clone()));
+                        self.env.push((q.clone(), (**x).clone()));
+                        let body = self.expr(y, d);
+                        self.env.truncate(self.env.len() - 2);
+                        format!("(zipWith (fun ({p} : {x}) ({q} : {x}) -> {body}) {})", self.expr(a, d))
+                    }
+                    _ => format!(
+                        "(iterate {} (map {}))",
+                        self.rng.range(0, 3),
+                        self.expr(&fun((**x).clone(), (**x).clone()), d)
+                    ),
+                },
+                (Ty::Bag, Ty::Int) => {
+                    let x = self.name("x");
+                    self.env.push((x.clone(), Ty::Int));
+                    let body = self.expr(&Ty::Int, d);
+                    self.env.pop();
+                    format!("(foldBag {} (fun ({x} : Int) -> {body}))", self.int_group(d))
+                }
+                (Ty::Int, Ty::Fun(c, r)) if **c == Ty::Int && **r == Ty::Int => {
+                    ["max", "min", "(fun (p : Int) (q : Int) -> p * 2 - q)"][self.rng.below(3) as usize].to_string()
+                }
+                _ if a == b => {
+                    let n = self.rng.range(0, 3);
+                    format!("(iterate {n} {})", self.expr(&fun((**a).clone(), (**a).clone()), d))
+                }
                 _ => self.leaf(t),
             },
             Ty::Fun(a, b) => match self.rng.below(6) {
