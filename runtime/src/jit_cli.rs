@@ -7,6 +7,7 @@ use crate::{read, Failure};
 
 /// Evaluates the root with the compiled engine; a program it does not compile yet is evaluated by
 /// the interpreter, with a note on stderr.
+#[allow(clippy::result_large_err)]
 pub fn run(mono: &anf::mono::MonoProgram) -> Result<Value, Diagnostic> {
     let r = runtime::engine::run(mono)?;
     if let Some(note) = r.note {
@@ -16,6 +17,7 @@ pub fn run(mono: &anf::mono::MonoProgram) -> Result<Value, Diagnostic> {
 }
 
 /// `nabla ir FILE [DEF]`: the SSA IR of `main` (or DEF), monomorphised at its (defaulted) type.
+#[allow(clippy::result_large_err)]
 pub fn ir(args: &[String]) -> Result<String, Failure> {
     let (file, def) = match args {
         [file] => (file, "main"),

@@ -602,7 +602,7 @@ fn both_engines(src: &str) -> Result<(Outcome, Outcome), String> {
 
 #[test]
 fn random_programs_agree_between_jit_and_interpreter() {
-    let seed: u64 = std::env::var("NABLA_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x6e61_626c_61);
+    let seed: u64 = std::env::var("NABLA_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x006e_6162_6c61);
     let count: u64 = std::env::var("NABLA_PROGRAMS").ok().and_then(|s| s.parse().ok()).unwrap_or(400);
     let mut failures = Vec::new();
     let (mut values, mut errors) = (0, 0);

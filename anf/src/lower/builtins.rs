@@ -337,7 +337,9 @@ impl Lowerer<'_> {
         Self::from_slice(t, &out)
     }
 
-    /// Loops over the sorted entries of a bag: `body` gets the key and the multiplicity.
+    /// Loops over the sorted entries of a bag: `body` gets the entry record, the key and the
+    /// multiplicity.
+    #[allow(clippy::type_complexity)]
     fn bag_loop(
         &mut self,
         kt: &Type,
@@ -359,6 +361,7 @@ impl Lowerer<'_> {
 
     /// Loops over the sorted entries of a map: `body` gets the entry record (key words first), the
     /// key and the value.
+    #[allow(clippy::type_complexity)]
     pub(crate) fn map_loop(
         &mut self,
         kt: &Type,

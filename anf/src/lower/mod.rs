@@ -423,6 +423,7 @@ impl<'p> Lowerer<'p> {
 
     /// Emits `for i in 0..n` carrying `init` around the loop; `body` gets `i` and the carried words
     /// and returns their next values. Gives the carried words at the exit.
+    #[allow(clippy::type_complexity)]
     pub(crate) fn counted_loop(
         &mut self,
         n: Value,
