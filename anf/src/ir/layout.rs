@@ -18,7 +18,10 @@
 //! - A record (environment, tuple stored in memory) is its words' slots in order.
 //! - An array is `[len: i64][element 0]...[element len-1]`; each element is the slots of its
 //!   flattened words, so the stride is `8 * flatten(a).len()` (0 for `Array Unit`).
-//! - `Group t` record: `[op: tag, env][inverse: tag, env][zero: words of t]`.
+//! - `Group t` record: a kind word, then the kind's fields: `[0]` intGroup, `[1]` realGroup,
+//!   `[2]` bagGroup, `[3, inner]` mapGroup, `[4, first, second]` pairGroup, and
+//!   `[5, op tag, op env, inverse tag, inverse env, zero: words of t]` a user's `group`
+//!   (`anf::lower` branches on the kind; see its `groups` module).
 //! - `Delta t` payload: `replace v` holds the words of `v`; `gchange g dv` holds the group `ptr`
 //!   then the words of `dv`.
 //! - Bags and maps are runtime collections behind their `ptr` (see `runtime::native`): keys are
