@@ -54,6 +54,8 @@ impl<'p> Incr<'p> {
         let (input_ty, output_ty) = ((**a).clone(), (**b).clone());
         let derivative = derive_definition(program, root)?;
         let mut interp = Interp::new(program);
+        // Binders made while deriving at run time must not clash with the derivative's.
+        reserve_locals(&mut interp, derivative.next_local);
         interp.eval_globals()?;
         let f = interp.globals[root.0 as usize].clone();
         // Curried: fed the first input and its change, they leave a change of `B`.

@@ -56,6 +56,7 @@ fn histogram_is_self_maintainable_and_never_reads_its_input() {
         let change = "gchange (mapGroup bagGroup) map{17 -> bag{3 # -1, 99, 20}}";
         let (ddocs, _) = literal(change, &frontend::types::Type::delta(&ty), 0).expect("change");
         let mut it = Interp::new(&mono);
+        runtime::interp::incremental::reserve_locals(&mut it, d.next_local);
         it.eval_globals().expect("globals");
         let span = frontend::Span::SYNTHETIC;
         let fast = it.eval(&d.fast, &Default::default()).expect("fast derivative");

@@ -35,6 +35,9 @@ fn run(seed: u64, cases: usize) {
         attempts += 1;
         assert!(attempts < cases * 4, "too many generated programs fail on their own ({skipped} skipped)");
         let case = Case::generate(&mut rng);
+        if std::env::var_os("NABLA_ILC_TRACE").is_some() {
+            eprintln!("--- case {checked}\n{}", case.describe());
+        }
         match case.check() {
             Outcome::Checked(path) => {
                 checked += 1;
@@ -119,7 +122,8 @@ struct Case {
 
 impl Case {
     fn generate(rng: &mut Rng) -> Case {
-        let input_ty = *rng.pick(&[Ty::Int, Ty::Real, Ty::Bag, Ty::MapII, Ty::MapIB, Ty::Pair, Ty::Arr, Ty::Fun]);
+        let input_ty =
+            *rng.pick(&[Ty::Int, Ty::Real, Ty::Bool, Ty::Bag, Ty::MapII, Ty::MapIB, Ty::Pair, Ty::Arr, Ty::Fun]);
         let out_ty = *rng.pick(&[Ty::Int, Ty::Real, Ty::Bool, Ty::Bag, Ty::MapII, Ty::MapIB, Ty::Pair, Ty::Arr]);
         let mut g = Gen { rng, fresh: 0 };
         let env = vec![("x".to_string(), input_ty)];
@@ -454,7 +458,7 @@ impl Gen<'_> {
 
     fn int_expr(&mut self, env: &Env, d: usize) -> String {
         let e = |g: &mut Self, t| g.expr(t, env, d);
-        match self.rng.below(22) {
+        match self.rng.below(23) {
             0 => format!("({} + {})", e(self, Ty::Int), e(self, Ty::Int)),
             1 => format!("({} - {})", e(self, Ty::Int), e(self, Ty::Int)),
             2 => format!("({} * {})", e(self, Ty::Int), e(self, Ty::Int)),
@@ -519,6 +523,26 @@ impl Gen<'_> {
                 format!("(let {h} = fun {y} -> {body} in {h} {} + {h} {})", e(self, Ty::Int), e(self, Ty::Int))
             }
             20 => format!("(foldBag intGroup (fun y -> y) (merge {} {}))", e(self, Ty::Bag), e(self, Ty::Bag)),
+            21 => {
+                // Changes inside the program: derive, <+>, <-> and nil of a function. Their
+                // derivatives are second order and recompute at every level, which is exponential in
+                // the nesting of higher-order primitives, so these functions stay arithmetic.
+                let (a0, a1) = (e(self, Ty::Int), e(self, Ty::Int));
+                let y = self.name("y");
+                let (c, k) = (self.value(Ty::Int), self.value(Ty::Int));
+                let body = match self.rng.below(3) {
+                    0 => format!("{y} * {c} + {k}"),
+                    1 => format!("if {y} < {c} then {y} else {k}"),
+                    _ => format!("max {y} {c}"),
+                };
+                if self.rng.below(2) == 0 {
+                    format!("({a0} <+> ((derive (fun ({y} : Int) -> {body})) {a0} ({a1} <-> {a0})))")
+                } else {
+                    // The function captures a variable (its change need not be nil).
+                    let captured = self.leaf(Ty::Int, env);
+                    format!("({a0} <+> nil (fun ({y} : Int) -> {body} + {captured}) {a0} (gchange intGroup 2))")
+                }
+            }
             _ => self.leaf(Ty::Int, env),
         }
     }

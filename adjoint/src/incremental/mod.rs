@@ -28,6 +28,7 @@ pub mod term;
 use std::rc::Rc;
 
 use anf::mono::MonoProgram;
+use frontend::builtins::Builtin;
 use frontend::syntax::*;
 use frontend::types::Type;
 use frontend::{Diagnostic, Span};
@@ -120,6 +121,10 @@ pub fn derive(e: &E, cx: &mut Cx) -> Result<E, Diagnostic> {
         }
         // Definitions named in a derived term are derived too: Derive(d) is d's derivative.
         ExprKind::Var(_, VarRef::Global(_)) => Expr::new(ExprKind::Derive(e.clone()), span, dty),
+        // Code after dead-code elimination is not differentiated again: what `_` stands for is gone.
+        ExprKind::Var(_, VarRef::Builtin(Builtin::NoBase)) => {
+            return Err(Diagnostic::error(span, "internal: Derive met a base value that was eliminated"))
+        }
         // ILC Fig. 4g: Derive(c) = ... from the plugin (Sec. 3.7).
         ExprKind::Var(_, VarRef::Builtin(b)) => table::derive_builtin(*b, &e.ty, span),
         // ILC Sec. 3.2: a constant is closed, so its change is its nil change.
@@ -356,6 +361,9 @@ pub struct Derivative {
     /// outside that fast path the runtime reports that it needs a base and `total` is used.
     pub fast: E,
     pub report: SmReport,
+    /// One past the largest binder in `total` and `fast`: code derived later (at run time) must
+    /// take its fresh binders from here on.
+    pub next_local: u32,
 }
 
 /// Derives definition `d` (of type A1 -> ... -> An -> R) for `nabla derive` and `nabla incr`.
@@ -416,5 +424,5 @@ pub fn derive_definition(program: &MonoProgram, d: DefId) -> Result<Derivative, 
         fast = next;
     }
     let report = analyse(&fast, &inputs, &cx.change_vars);
-    Ok(Derivative { inputs, total, fast, report })
+    Ok(Derivative { inputs, total, fast, report, next_local: cx.next_local() })
 }

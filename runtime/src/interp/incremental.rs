@@ -438,7 +438,7 @@ fn apply_open(it: &mut Interp, d: &OpenDerivative, env: &Env, x: &Value, dx: &Va
 
 /// ILC Def. 2.7 read backwards: `f (x ⊕ dx) ⊖ f x` is a derivative of any function.
 fn recompute(it: &mut Interp, f: &Value, x: &Value, dx: &Value, a: &Type, r: &Type, span: Span) -> EvalResult {
-    let x1 = it.oplus(x, dx, a, span)?;
+    let x1 = it.oplus(need(x, span)?, dx, a, span)?;
     let new = it.apply(f, x1, span)?;
     let old = it.apply(f, x.clone(), span)?;
     it.ominus(&new, &old, r, span)
