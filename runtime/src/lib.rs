@@ -2,6 +2,7 @@
 //! the incremental driver and the public API. The `nabla` binary's CLI lives in `main.rs`.
 
 pub mod api;
+pub mod bench;
 pub mod engine;
 pub mod incr;
 pub mod interp;

@@ -25,6 +25,7 @@ commands:
   derive FILE DEF       print DEF's derivative (ILC) and whether it is self-maintainable
   incr FILE DEF --input F --changes F
                         keep DEF's output up to date under a stream of input changes
+  bench FILE            time `main` under the JIT and the interpreter, side by side
   repl                  read-eval-print loop
   help                  print this message
 ";
@@ -90,6 +91,13 @@ fn dispatch(args: &[String]) -> Result<String, Failure> {
                 diag: d,
             })?;
             Ok(frontend::signatures(&program))
+        }
+        "bench" => {
+            let (file, _) = file_and_flags(rest, &[])?;
+            let src = read(&file)?;
+            let report = runtime::bench::bench(&src)
+                .map_err(|d| Failure::Program { path: file.clone(), src: src.clone(), diag: d })?;
+            Ok(report.to_string())
         }
         "anf" => pullback_cli::anf(rest),
         "ir" => jit_cli::ir(rest),
