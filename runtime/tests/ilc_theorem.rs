@@ -439,6 +439,14 @@ impl Gen<'_> {
             Ty::Bag => self.bag_expr(env, d),
             Ty::MapII => self.map_ii_expr(env, d),
             Ty::MapIB => self.map_ib_expr(env, d),
+            Ty::Pair if self.rng.below(3) == 0 => {
+                let y = self.name("y");
+                let body = self.expr(Ty::Int, &Self::with(env, &y, Ty::Int), d);
+                format!(
+                    "(foldBag (pairGroup intGroup bagGroup) (fun {y} -> ({body}, singleton {y})) {})",
+                    self.expr(Ty::Bag, env, d)
+                )
+            }
             Ty::Pair => format!("({}, {})", self.expr(Ty::Int, env, d), self.expr(Ty::Bag, env, d)),
             Ty::Arr => self.arr_expr(env, d),
             Ty::Fun => self.fun(env, d),
@@ -458,7 +466,7 @@ impl Gen<'_> {
 
     fn int_expr(&mut self, env: &Env, d: usize) -> String {
         let e = |g: &mut Self, t| g.expr(t, env, d);
-        match self.rng.below(23) {
+        match self.rng.below(26) {
             0 => format!("({} + {})", e(self, Ty::Int), e(self, Ty::Int)),
             1 => format!("({} - {})", e(self, Ty::Int), e(self, Ty::Int)),
             2 => format!("({} * {})", e(self, Ty::Int), e(self, Ty::Int)),
@@ -539,9 +547,19 @@ impl Gen<'_> {
                     format!("({a0} <+> ((derive (fun ({y} : Int) -> {body})) {a0} ({a1} <-> {a0})))")
                 } else {
                     // The function captures a variable (its change need not be nil).
-                    let captured = self.leaf(Ty::Int, env);
+                    let ints: Vec<String> = env.iter().filter(|(_, t)| *t == Ty::Int).map(|(n, _)| n.clone()).collect();
+                    let captured = if ints.is_empty() { self.value(Ty::Int) } else { self.rng.pick(&ints).clone() };
                     format!("({a0} <+> nil (fun ({y} : Int) -> {body} + {captured}) {a0} (gchange intGroup 2))")
                 }
+            }
+            22 => format!("(neg {})", e(self, Ty::Int)),
+            23 => {
+                let z = self.name("z");
+                format!("(let {z} = {} in dot {z} {z})", e(self, Ty::Arr))
+            }
+            24 => {
+                let z = self.name("z");
+                format!("(let {z} = {} in if len {z} > 0 then {z}.[0] else 0)", e(self, Ty::Arr))
             }
             _ => self.leaf(Ty::Int, env),
         }
@@ -549,7 +567,7 @@ impl Gen<'_> {
 
     fn real_expr(&mut self, env: &Env, d: usize) -> String {
         let e = |g: &mut Self, t| g.expr(t, env, d);
-        match self.rng.below(9) {
+        match self.rng.below(10) {
             0 => format!("({} + {})", e(self, Ty::Real), e(self, Ty::Real)),
             1 => format!("({} - {})", e(self, Ty::Real), e(self, Ty::Real)),
             2 => format!("({} * {})", e(self, Ty::Real), e(self, Ty::Real)),
@@ -557,6 +575,10 @@ impl Gen<'_> {
             4 => format!("(sin {})", e(self, Ty::Real)),
             5 => format!("(foldBag realGroup (fun y -> toReal y * 0.5) {})", e(self, Ty::Bag)),
             6 => format!("(-{})", e(self, Ty::Real)),
+            7 => {
+                let f = *self.rng.pick(&["cos", "tanh", "sigmoid", "exp"]);
+                format!("({f} (sin {}))", e(self, Ty::Real))
+            }
             _ => self.leaf(Ty::Real, env),
         }
     }
@@ -578,7 +600,7 @@ impl Gen<'_> {
         let e = |g: &mut Self, t| g.expr(t, env, d);
         let y = self.name("y");
         let env_y = Self::with(env, &y, Ty::Int);
-        match self.rng.below(11) {
+        match self.rng.below(12) {
             0 => format!("(merge {} {})", e(self, Ty::Bag), e(self, Ty::Bag)),
             1 => format!("(negate {})", e(self, Ty::Bag)),
             2 => format!("(singleton {})", e(self, Ty::Int)),
@@ -600,13 +622,14 @@ impl Gen<'_> {
             }
             7 => format!("({}.2)", e(self, Ty::Pair)),
             8 => format!("(lookup bagGroup {} {})", e(self, Ty::Int), e(self, Ty::MapIB)),
+            9 => format!("(merge emptyBag {})", e(self, Ty::Bag)),
             _ => self.leaf(Ty::Bag, env),
         }
     }
 
     fn map_ii_expr(&mut self, env: &Env, d: usize) -> String {
         let e = |g: &mut Self, t| g.expr(t, env, d);
-        match self.rng.below(6) {
+        match self.rng.below(7) {
             0 => format!("(singletonMap {} {})", e(self, Ty::Int), e(self, Ty::Int)),
             1 => {
                 let y = self.name("y");
@@ -629,6 +652,7 @@ impl Gen<'_> {
                     e(self, Ty::MapIB)
                 )
             }
+            4 => format!("(if {} then emptyMap else {})", e(self, Ty::Bool), e(self, Ty::MapII)),
             _ => self.leaf(Ty::MapII, env),
         }
     }
@@ -659,7 +683,7 @@ impl Gen<'_> {
 
     fn arr_expr(&mut self, env: &Env, d: usize) -> String {
         let e = |g: &mut Self, t| g.expr(t, env, d);
-        match self.rng.below(5) {
+        match self.rng.below(6) {
             0 => format!("[{}, {}]", e(self, Ty::Int), e(self, Ty::Int)),
             1 => {
                 let f = self.fun(env, d);
@@ -669,6 +693,10 @@ impl Gen<'_> {
                 let i = self.name("i");
                 let body = self.expr(Ty::Int, &Self::with(env, &i, Ty::Int), d);
                 format!("(build 3 (fun {i} -> {body}))")
+            }
+            3 => {
+                let z = self.name("z");
+                format!("(let {z} = {} in zipWith (fun p q -> p * q + 1) {z} {z})", e(self, Ty::Arr))
             }
             _ => self.leaf(Ty::Arr, env),
         }
