@@ -334,51 +334,52 @@ impl Sym {
         }
     }
 
-    /// Reduction 5's `(J(f)(r))ᵀ r′`: the cotangent of each argument.
-    pub fn vjp(&self, red: &mut Reducer, point: &E, cot: &E) -> R<E> {
+    /// Reduction 5's `(J(f)(r))ᵀ r′`: the cotangent of each argument. The cotangent may be a term
+    /// (a coefficient with free variables, inside a premise); `None` when the point is not concrete
+    /// enough for this symbol.
+    pub fn vjp(&self, red: &mut Reducer, point: &E, cot: &E) -> R<Option<E>> {
         let ps = self.split(point);
         let tys = self.arg_types();
         let res = self.result_type();
         if is_zero(cot) || res.is_discrete() {
-            return Ok(self.join(tys.iter().map(zero).collect()));
+            return Ok(Some(self.join(tys.iter().map(zero).collect())));
         }
-        let c = match &cot.kind {
-            ExprKind::Lit(Lit::Real(c)) => Some(*c),
-            _ => None,
-        };
-        if let (Some(parts), Some(c)) = (self.partials(&ps), c) {
+        if let Some(parts) = self.partials(&ps) {
             let cots = parts
                 .iter()
                 .zip(&tys)
                 .map(|(d, t)| match d {
-                    Some(d) if !t.is_discrete() => real(c * d),
-                    _ => zero(t),
+                    Some(d) if !t.is_discrete() => vector::times(cot, &real(*d)),
+                    _ => Some(zero(t)),
                 })
-                .collect();
-            return Ok(self.join(cots));
+                .collect::<Option<Vec<_>>>();
+            return Ok(cots.map(|c| self.join(c)));
         }
         Ok(match self {
-            Sym::Prim(Builtin::Sum, t) => match (&ps[0].kind, c) {
+            Sym::Prim(Builtin::Sum, t) => match &ps[0].kind {
                 // sum: the cotangent of every element is c.
-                (ExprKind::Array(xs), Some(c)) => {
-                    mk(ExprKind::Array(xs.iter().map(|_| real(c)).collect()), arg_types(t, 1)[0].clone())
+                ExprKind::Array(xs) => {
+                    Some(mk(ExprKind::Array(xs.iter().map(|_| cot.clone()).collect()), arg_types(t, 1)[0].clone()))
                 }
-                _ => return Err(red.error("internal: sum's cotangent")),
+                _ => None,
             },
             // dot a b: (c·b, c·a).
-            Sym::Prim(Builtin::Dot, _) => match c {
-                Some(c) => tuple(vec![vector::scale(&ps[1], c), vector::scale(&ps[0], c)]),
-                None => return Err(red.error("internal: dot's cotangent")),
+            Sym::Prim(Builtin::Dot, _) => match (vector::times(&ps[1], cot), vector::times(&ps[0], cot)) {
+                (Some(a), Some(b)) => Some(tuple(vec![a, b])),
+                _ => None,
             },
             // a.[i]: c at i, 0 elsewhere; nothing for the discrete index.
             Sym::Index(t) => match (&ps[0].kind, &ps[1].kind) {
                 (ExprKind::Array(xs), ExprKind::Lit(Lit::Int(i))) => {
-                    tuple(vec![vector::one_hot(xs.len(), *i as usize, cot, t), zero(&Type::Int)])
+                    Some(tuple(vec![vector::one_hot(xs.len(), *i as usize, cot, t), zero(&Type::Int)]))
                 }
-                _ => return Err(red.error("internal: the cotangent of an index")),
+                _ => None,
             },
-            Sym::Global(f) | Sym::Fun(f) => red.vjp_of(f, point, cot)?,
-            _ => self.join(tys.iter().map(zero).collect()),
+            Sym::Global(f) | Sym::Fun(f) if vector::is_vector(point) && vector::is_vector(cot) && is_closed(f) => {
+                Some(red.vjp_of(f, point, cot)?)
+            }
+            Sym::Prim(..) | Sym::Op(..) if vector::is_vector(point) => Some(self.join(tys.iter().map(zero).collect())),
+            _ => None,
         })
     }
 

@@ -71,6 +71,9 @@ pub struct Reducer<'a, 'p> {
     unfolded: FxHashMap<DefId, E>,
     /// Binders A-normalisation made so far: new ones continue the numbering.
     names: u32,
+    /// Terms already reduced to values (by identity, kept alive here): values are normal forms, so
+    /// reducing one again, as each step's context is revisited, is skipped.
+    values: FxHashMap<*const Expr, E>,
 }
 
 struct Trace {
@@ -102,16 +105,12 @@ impl<'a, 'p> Reducer<'a, 'p> {
             nesting: 0,
             unfolded: FxHashMap::default(),
             names: 0,
+            values: FxHashMap::default(),
         }
     }
 
     pub fn span(&self) -> Span {
         self.span
-    }
-
-    /// Steps taken, hidden ones (the Jacobians of function symbols) included.
-    pub fn steps(&self) -> u64 {
-        self.steps
     }
 
     /// Steps recorded in the trace.
@@ -150,7 +149,14 @@ impl<'a, 'p> Reducer<'a, 'p> {
     pub(super) fn step(&mut self, label: &str, new: &E) -> R<()> {
         self.steps += 1;
         if std::env::var_os("NABLA_DEBUG").is_some() {
-            eprintln!("[{}:{}] ({label}) {}", self.steps, self.nesting, print::abbreviated(new, 300));
+            let mut seen = rustc_hash::FxHashSet::default();
+            fn count(e: &E, seen: &mut rustc_hash::FxHashSet<*const Expr>) {
+                if seen.insert(std::rc::Rc::as_ptr(e)) {
+                    frontend::lin::for_each_child(e, &mut |c| count(c, seen));
+                }
+            }
+            count(new, &mut seen);
+            eprintln!("[{}:{}:{}] ({label}) {}", self.steps, self.nesting, seen.len(), print::abbreviated(new, 300));
         }
         if self.steps > self.budget {
             return Err(self.error(&format!(
@@ -250,10 +256,16 @@ impl<'a, 'p> Reducer<'a, 'p> {
 
     /// Reduces a closed term (or one whose free variables are values) to a value.
     pub fn eval(&mut self, t0: &E) -> R<E> {
+        if self.values.contains_key(&std::rc::Rc::as_ptr(t0)) {
+            return Ok(t0.clone());
+        }
         let mut t = t0.clone();
         loop {
             match self.contract(&mut t)? {
-                None => return Ok(t),
+                None => {
+                    self.values.insert(std::rc::Rc::as_ptr(&t), t.clone());
+                    return Ok(t);
+                }
                 Some((label, next)) => {
                     self.step(&label, &next)?;
                     t = next;
@@ -316,6 +328,14 @@ impl<'a, 'p> Reducer<'a, 'p> {
                 let i = self.child(t, 1)?;
                 if is_zero(&a) {
                     Some((lab("0"), zero(&e.ty)))
+                } else if let (ExprKind::Array(xs), ExprKind::Lit(Lit::Int(k))) = (&a.kind, &i.kind) {
+                    // Reduction 2 for arrays: [V₀, …, Vₙ₋₁].[k] → Vₖ.
+                    match usize::try_from(*k).ok().and_then(|k| xs.get(k)) {
+                        Some(x) => Some((lab("2"), x.clone())),
+                        None => {
+                            return Err(self.error_at(&e, format!("index {k} out of bounds for length {}", xs.len())))
+                        }
+                    }
                 } else if vector::is_vector(&a) && matches!(i.kind, ExprKind::Lit(_)) {
                     let sym = super::prim::Sym::Index(a.ty.clone());
                     Some((lab("3"), sym.apply(self, &[a, i]).map_err(|d| self.relocate(d, &e))?))
@@ -435,6 +455,10 @@ impl<'a, 'p> Reducer<'a, 'p> {
         if let Some(b) = builtin_head(&head) {
             if args.len() == b.arity() {
                 return self.builtin(t, b, &head, &args);
+            }
+            // J is linear in the function and in the tangent: J 0 · s = J f · 0 = 0.
+            if b == Builtin::Jac && args.len() == 2 && (is_zero(&args[0]) || is_zero_vector(&args[1])) {
+                return Ok(Some((lab("0"), zero(&t.ty))));
             }
             // `r* V`: a dual vector applied to a tangent is the pairing ⟨r, V⟩.
             if b == Builtin::Star && args.len() == 2 {
@@ -562,7 +586,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
             B::Omega => Some((lab("1"), star(args[0].clone()))),
             // Reduction 4: (J f · r) r′ → J(f)(r′)(r).
             B::Jac => {
-                if is_zero_vector(&args[1]) {
+                if is_zero_vector(&args[1]) || is_zero(&args[0]) {
                     Some((lab("0"), zero(&t.ty)))
                 } else if literal(&args[1]) && literal(&args[2]) && is_closed(&args[0]) {
                     let sym = self.symbol_of(&args[0]);
@@ -665,6 +689,8 @@ impl<'a, 'p> Reducer<'a, 'p> {
         let ExprKind::Lam(p0, body) = &f.kind else {
             let fv = self.child(t, 0)?;
             return Ok(match &fv.kind {
+                // The pullback along the zero function is the zero 1-form.
+                ExprKind::Zero => Some((lab("0"), zero(&t.ty))),
                 ExprKind::Lam(..) => self.pullback_term(t)?,
                 ExprKind::Var(_, VarRef::Global(d)) => Some((lab("δ"), pullback(self.unfold(*d)?, w.clone()))),
                 _ => Some((lab("η"), pullback(eta(&fv), w.clone()))),
@@ -821,8 +847,18 @@ pub fn normalised_body(p: &Pat, body: &E) -> bool {
 
 /// `⟨y, E⟩` made by reduction 8.
 pub fn is_link(p: &Pat, body: &E) -> bool {
+    fn matches(p: &Pat, e: &E) -> bool {
+        match (&p.kind, &e.kind) {
+            (PatKind::Var(_, i), ExprKind::Var(_, VarRef::Local(j))) => i == j,
+            (PatKind::Unit, ExprKind::Lit(Lit::Unit)) => true,
+            (PatKind::Tuple(ps), ExprKind::Tuple(xs)) => {
+                ps.len() == xs.len() && ps.iter().zip(xs).all(|(q, x)| matches(q, x))
+            }
+            _ => false,
+        }
+    }
     match &body.kind {
-        ExprKind::Tuple(xs) if body.span == CHAIN && xs.len() == 2 => same(&xs[0], &pattern_term(p)),
+        ExprKind::Tuple(xs) if body.span == CHAIN && xs.len() == 2 => matches(p, &xs[0]),
         _ => false,
     }
 }

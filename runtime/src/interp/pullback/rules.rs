@@ -439,6 +439,9 @@ impl<'a, 'p> Reducer<'a, 'p> {
                 // ⟨t, p⟩ ↦ (J f · t) p, kept as a J term.
                 B::Jac => {
                     let f = at.prim(&args[0]);
+                    if is_zero(&f) && !at.dep(&args[0]) {
+                        return Ok(Elem::Zero { primal: at.primal(e) });
+                    }
                     if !at.dep(&args[0]) {
                         return match self.jvp_term(&f, &args[2], &args[1])? {
                             Some(d) => rewrite(self, "J", &d),
@@ -584,9 +587,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
             _ => None,
         };
         match term {
-            Some(t) => {
-                Ok(Elem::Rewrite { label: b.name().into(), series: anf::anormal::anormalise(&t, &mut fresh_id) })
-            }
+            Some(t) => Ok(Elem::Rewrite { label: b.name().into(), series: self.anormalise(&t) }),
             None => {
                 self.note(&format!("  (`{}` cannot unfold: its size is not known at this point)", b.name()));
                 Ok(Elem::Stuck)

@@ -295,37 +295,54 @@ pub fn instantiate(p: &Pat, body: &E, v: &E) -> E {
 // Free variables and substitution
 
 /// Free local variables of `e` with their types, in order of first occurrence.
+///
+/// Terms share sub-terms (a derivative mentions its point twice, a composition substitutes one
+/// Jacobian in several places), so this walks the term as a graph: each shared node once.
 pub fn free_vars(e: &E) -> Vec<(LocalId, Name, Type)> {
-    let mut out: Vec<(LocalId, Name, Type)> = Vec::new();
-    let mut seen = FxHashSet::default();
-    let mut bound: Vec<LocalId> = Vec::new();
-    fn go(e: &E, bound: &mut Vec<LocalId>, seen: &mut FxHashSet<LocalId>, out: &mut Vec<(LocalId, Name, Type)>) {
-        let under = |p: &Pat, b: &E, bound: &mut Vec<LocalId>, seen: &mut FxHashSet<LocalId>, out: &mut Vec<_>| {
-            let mark = bound.len();
-            bound.extend(p.binders().into_iter().map(|(_, id)| id));
-            go(b, bound, seen, out);
-            bound.truncate(mark);
-        };
-        match &e.kind {
-            ExprKind::Var(n, VarRef::Local(id)) => {
-                if !bound.contains(id) && seen.insert(*id) {
-                    out.push((*id, n.clone(), e.ty.clone()));
-                }
+    let mut memo: FxHashMap<*const Expr, Rc<Vec<(LocalId, Name, Type)>>> = FxHashMap::default();
+    (*fv(e, &mut memo)).clone()
+}
+
+type Fv = Rc<Vec<(LocalId, Name, Type)>>;
+
+fn fv(e: &E, memo: &mut FxHashMap<*const Expr, Fv>) -> Fv {
+    if let Some(r) = memo.get(&Rc::as_ptr(e)) {
+        return r.clone();
+    }
+    fn union(
+        out: &mut Vec<(LocalId, Name, Type)>,
+        seen: &mut FxHashSet<LocalId>,
+        xs: &[(LocalId, Name, Type)],
+        except: &FxHashSet<LocalId>,
+    ) {
+        for x in xs {
+            if !except.contains(&x.0) && seen.insert(x.0) {
+                out.push(x.clone());
             }
-            ExprKind::Lam(p, b) => under(p, b, bound, seen, out),
-            ExprKind::Let(p, a, b) => {
-                go(a, bound, seen, out);
-                under(p, b, bound, seen, out)
-            }
-            ExprKind::Dual(p, s, w) => {
-                under(p, s, bound, seen, out);
-                go(w, bound, seen, out)
-            }
-            _ => frontend::lin::for_each_child(e, &mut |c| go(c, bound, seen, out)),
         }
     }
-    go(e, &mut bound, &mut seen, &mut out);
-    out
+    let none = FxHashSet::default();
+    let mut out = Vec::new();
+    let mut seen = FxHashSet::default();
+    match &e.kind {
+        ExprKind::Var(n, VarRef::Local(id)) => out.push((*id, n.clone(), e.ty.clone())),
+        ExprKind::Lam(p, b) => union(&mut out, &mut seen, &fv(b, memo), &binds(p)),
+        ExprKind::Let(p, a, b) => {
+            union(&mut out, &mut seen, &fv(a, memo), &none);
+            union(&mut out, &mut seen, &fv(b, memo), &binds(p));
+        }
+        ExprKind::Dual(p, s, w) => {
+            union(&mut out, &mut seen, &fv(s, memo), &binds(p));
+            union(&mut out, &mut seen, &fv(w, memo), &none);
+        }
+        _ => frontend::lin::for_each_child(e, &mut |c| {
+            let xs = fv(c, memo);
+            union(&mut out, &mut seen, &xs, &none);
+        }),
+    }
+    let r = Rc::new(out);
+    memo.insert(Rc::as_ptr(e), r.clone());
+    r
 }
 
 pub fn free_set(e: &E) -> FxHashSet<LocalId> {
@@ -349,12 +366,16 @@ pub fn subst(e: &E, s: &FxHashMap<LocalId, E>) -> E {
     for r in s.values() {
         danger.extend(free_set(r));
     }
-    Subst { danger }.go(e, s)
+    let mut st = Subst { danger, memo: FxHashMap::default(), fv: FxHashMap::default() };
+    st.go(e, s, true)
 }
 
 struct Subst {
     /// Free variables of the substituted terms: binders with these ids are renamed.
     danger: FxHashSet<LocalId>,
+    /// Results for shared nodes under the top-level substitution.
+    memo: FxHashMap<*const Expr, E>,
+    fv: FxHashMap<*const Expr, Fv>,
 }
 
 impl Subst {
@@ -382,30 +403,55 @@ impl Subst {
         (Rc::new(p2), s2)
     }
 
-    fn go(&self, e: &E, s: &FxHashMap<LocalId, E>) -> E {
+    /// `top`: `s` is the substitution the call started with (so results can be shared).
+    fn go(&mut self, e: &E, s: &FxHashMap<LocalId, E>, top: bool) -> E {
         if s.is_empty() {
             return e.clone();
         }
+        let key = Rc::as_ptr(e);
+        if top {
+            if let Some(r) = self.memo.get(&key) {
+                return r.clone();
+            }
+        }
+        // Nothing to replace below here.
+        if !fv(e, &mut self.fv).iter().any(|(id, _, _)| s.contains_key(id)) {
+            return e.clone();
+        }
         let re = |kind: ExprKind| Expr::new(kind, e.span, e.ty.clone());
-        match &e.kind {
+        let r = match &e.kind {
             ExprKind::Var(_, VarRef::Local(id)) => s.get(id).cloned().unwrap_or_else(|| e.clone()),
             ExprKind::Var(..) | ExprKind::Lit(_) | ExprKind::Zero => e.clone(),
             ExprKind::Lam(p, b) => {
                 let (p, s2) = self.binder(p, s);
-                re(ExprKind::Lam(p, self.go(b, &s2)))
+                let same_map = s2.len() == s.len()
+                    && Rc::ptr_eq(
+                        &p,
+                        match &e.kind {
+                            ExprKind::Lam(q, _) => q,
+                            _ => unreachable!(),
+                        },
+                    );
+                re(ExprKind::Lam(p, self.go(b, &s2, top && same_map)))
             }
-            ExprKind::Let(p, a, b) => {
-                let a = self.go(a, s);
-                let (p, s2) = self.binder(p, s);
-                re(ExprKind::Let(p, a, self.go(b, &s2)))
+            ExprKind::Let(q, a, b) => {
+                let a = self.go(a, s, top);
+                let (p, s2) = self.binder(q, s);
+                let same_map = s2.len() == s.len() && Rc::ptr_eq(&p, q);
+                re(ExprKind::Let(p, a, self.go(b, &s2, top && same_map)))
             }
-            ExprKind::Dual(p, b, w) => {
-                let w = self.go(w, s);
-                let (p, s2) = self.binder(p, s);
-                re(ExprKind::Dual(p, self.go(b, &s2), w))
+            ExprKind::Dual(q, b, w) => {
+                let w = self.go(w, s, top);
+                let (p, s2) = self.binder(q, s);
+                let same_map = s2.len() == s.len() && Rc::ptr_eq(&p, q);
+                re(ExprKind::Dual(p, self.go(b, &s2, top && same_map), w))
             }
-            _ => map_children(e, &mut |c| self.go(c, s)),
+            _ => map_children(e, &mut |c| self.go(c, s, top)),
+        };
+        if top {
+            self.memo.insert(key, r.clone());
         }
+        r
     }
 }
 

@@ -72,30 +72,6 @@ fn plus(a: &E, b: &E) -> Result<E, String> {
     Ok(mk(ExprKind::Sum(a.clone(), b.clone()), a.ty.clone()))
 }
 
-/// `k · c` for a real `k` (a literal or a term free of the tangent variables).
-fn times(c: &E, k: &E) -> Option<E> {
-    if is_zero(c) || is_zero(k) {
-        return Some(zero(&c.ty));
-    }
-    if let ExprKind::Lit(Lit::Real(x)) = &k.kind {
-        if vector::is_vector(c) {
-            return Some(vector::scale(c, *x));
-        }
-    }
-    match (&c.ty, &c.kind) {
-        (Type::Real, _) => Some(mk(ExprKind::Bin(BinOp::Mul, k.clone(), c.clone()), Type::Real)),
-        (Type::Tuple(ts), _) => {
-            let parts = (0..ts.len()).map(|i| times(&proj(c, i), k)).collect::<Option<Vec<_>>>()?;
-            Some(Expr::new(ExprKind::Tuple(parts), c.span, c.ty.clone()))
-        }
-        (Type::Array(_), ExprKind::Array(xs)) => {
-            Some(mk(ExprKind::Array(xs.iter().map(|x| times(x, k)).collect::<Option<Vec<_>>>()?), c.ty.clone()))
-        }
-        _ if c.ty.is_discrete() => Some(zero(&c.ty)),
-        _ => None,
-    }
-}
-
 /// The components of a cotangent of tuple or array type.
 fn parts(c: &E, n: usize) -> Option<Vec<E>> {
     match (&c.kind, &c.ty) {
@@ -132,15 +108,16 @@ impl Transposer {
             self.occurrences.push((s.clone(), c.clone()));
             return Ok(true);
         }
-        let neg = |c: &E| times(c, &real(-1.0));
+        let neg = |c: &E| vector::times(c, &real(-1.0));
         Ok(match &s.kind {
             ExprKind::Var(_, VarRef::Local(id)) => {
                 if !self.first_order.contains(id) {
                     return Ok(false);
                 }
+                let c = vector::continuous(c);
                 let acc = match self.fo.get(id) {
-                    Some(a) => plus(a, c).map_err(|m| red.error(&m))?,
-                    None => c.clone(),
+                    Some(a) => plus(a, &c).map_err(|m| red.error(&m))?,
+                    None => c,
                 };
                 self.fo.insert(*id, acc);
                 true
@@ -173,11 +150,11 @@ impl Transposer {
             },
             // A product is linear in the factor that holds the tangent.
             ExprKind::Bin(BinOp::Mul, a, b) => match (self.linear(a), self.linear(b)) {
-                (true, false) => match times(c, b) {
+                (true, false) => match vector::times(c, b) {
                     Some(c2) => self.go(red, a, &c2)?,
                     None => false,
                 },
-                (false, true) => match times(c, a) {
+                (false, true) => match vector::times(c, a) {
                     Some(c2) => self.go(red, b, &c2)?,
                     None => false,
                 },
@@ -188,7 +165,7 @@ impl Transposer {
                     ExprKind::Lit(Lit::Real(k)) => real(1.0 / k),
                     _ => mk(ExprKind::Bin(BinOp::Div, real(1.0), b.clone()), Type::Real),
                 };
-                match times(c, &inv) {
+                match vector::times(c, &inv) {
                     Some(c2) => self.go(red, a, &c2)?,
                     None => false,
                 }
@@ -201,21 +178,25 @@ impl Transposer {
     fn application(&mut self, red: &mut Reducer, s: &E, c: &E) -> R<bool> {
         let (head, args) = spine(s);
         match builtin_head(&head) {
-            Some(Builtin::Neg) if args.len() == 1 => match times(c, &real(-1.0)) {
+            Some(Builtin::Neg) if args.len() == 1 => match vector::times(c, &real(-1.0)) {
                 Some(nc) => self.go(red, &args[0], &nc),
                 None => Ok(false),
             },
             // (J f · S) r: the function symbol transposes its Jacobian at a literal r; elsewhere the
             // Jacobian is written out as a term (a primitive's derivative) and transposed as such.
             Some(Builtin::Jac) if args.len() == 3 => {
+                if is_zero(&args[0]) {
+                    return Ok(true);
+                }
                 if self.higher_headed(&args[0]) {
                     self.occurrences.push((s.clone(), c.clone()));
                     return Ok(true);
                 }
-                if is_closed(&args[0]) && vector::is_vector(&args[2]) && vector::is_vector(c) {
+                if is_closed(&args[0]) && !self.linear(&args[2]) {
                     let sym = red.symbol_of(&args[0]);
-                    let cots = sym.vjp(red, &args[2], c)?;
-                    return self.go(red, &args[1], &cots);
+                    if let Some(cots) = sym.vjp(red, &args[2], c)? {
+                        return self.go(red, &args[1], &cots);
+                    }
                 }
                 match red.jvp_term(&args[0], &args[2], &args[1])? {
                     Some(d) => self.go(red, &d, c),
@@ -223,7 +204,7 @@ impl Transposer {
                 }
             }
             // r* S = ⟨r, S⟩.
-            Some(Builtin::Star) if args.len() == 2 && !self.linear(&args[0]) => match times(&args[0], c) {
+            Some(Builtin::Star) if args.len() == 2 && !self.linear(&args[0]) => match vector::times(&args[0], c) {
                 Some(c2) => self.go(red, &args[1], &c2),
                 None => Ok(false),
             },
@@ -243,7 +224,7 @@ impl Transposer {
                 if self.linear(k) {
                     return Ok(false);
                 }
-                match times(k, c) {
+                match vector::times(k, c) {
                     Some(c2) => self.go(red, s0, &c2),
                     None => Ok(false),
                 }

@@ -137,7 +137,6 @@ pub fn materialise_by_type(g: &E) -> Option<E> {
         ExprKind::Array(xs) => {
             Some(mk(ExprKind::Array(xs.iter().map(materialise_by_type).collect::<Option<_>>()?), g.ty.clone()))
         }
-        _ if g.ty.is_discrete() => zero_of_type(&g.ty).or_else(|| Some(g.clone())),
         _ => Some(g.clone()),
     }
 }
@@ -176,4 +175,40 @@ pub fn basis(shape: &E, p: usize) -> Option<E> {
     let mut k = 0;
     let v = go(shape, p, &mut k);
     (p < k).then_some(v)
+}
+
+/// `c` with its discrete components replaced by `0` (they carry no cotangent).
+pub fn continuous(c: &E) -> E {
+    if c.ty.is_discrete() {
+        return zero(&c.ty);
+    }
+    match &c.kind {
+        ExprKind::Tuple(xs) => Expr::new(ExprKind::Tuple(xs.iter().map(continuous).collect()), c.span, c.ty.clone()),
+        ExprKind::Array(xs) => mk(ExprKind::Array(xs.iter().map(continuous).collect()), c.ty.clone()),
+        _ => c.clone(),
+    }
+}
+
+/// `k · c` for a real `k` (a literal or a term free of the tangent variables).
+pub fn times(c: &E, k: &E) -> Option<E> {
+    if is_zero(c) || is_zero(k) {
+        return Some(zero(&c.ty));
+    }
+    if let ExprKind::Lit(Lit::Real(x)) = &k.kind {
+        if is_vector(c) {
+            return Some(scale(c, *x));
+        }
+    }
+    match (&c.ty, &c.kind) {
+        (Type::Real, _) => Some(mk(ExprKind::Bin(BinOp::Mul, k.clone(), c.clone()), Type::Real)),
+        (Type::Tuple(ts), _) => {
+            let parts = (0..ts.len()).map(|i| times(&proj(c, i), k)).collect::<Option<Vec<_>>>()?;
+            Some(Expr::new(ExprKind::Tuple(parts), c.span, c.ty.clone()))
+        }
+        (Type::Array(_), ExprKind::Array(xs)) => {
+            Some(mk(ExprKind::Array(xs.iter().map(|x| times(x, k)).collect::<Option<Vec<_>>>()?), c.ty.clone()))
+        }
+        _ if c.ty.is_discrete() => Some(zero(&c.ty)),
+        _ => None,
+    }
 }

@@ -1,0 +1,254 @@
+//! A seeded generator of random well-typed first-order programs `f : Real * … * Real -> Real`
+//! (shared by the pullback tests).
+//!
+//! The programs are smooth where they are evaluated: divisions, logarithms, square roots and
+//! powers only see arguments bounded away from their singularities (`1 + e²`), exponentials see
+//! bounded arguments, and the kinks of `if`, `max`, `min` and `abs` only look at input variables
+//! compared with thresholds chosen at least 0.1 away from the evaluation point, so a finite
+//! difference never crosses one. They use closures, tuples and their patterns, arrays with `map`,
+//! `fold`, `zipWith`, `build`, `sum`, `dot`, indexing, `iterate`, and nested `grad`.
+
+#![allow(dead_code)]
+
+/// SplitMix64: small, seedable, good enough for test generation.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    pub fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    pub fn chance(&mut self, p: f64) -> bool {
+        self.unit() < p
+    }
+}
+
+/// A generated program: `def f (x1, …, xn) = …` and the point to differentiate it at.
+pub struct Program {
+    pub source: String,
+    pub inputs: usize,
+    pub point: Vec<f64>,
+}
+
+pub struct Options {
+    /// Allow `grad` inside the body (nested differentiation).
+    pub nested: bool,
+    pub depth: u32,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { nested: true, depth: 4 }
+    }
+}
+
+/// Prints a real literal the language reads back exactly (always with a `.` or an exponent).
+pub fn lit(x: f64) -> String {
+    let s = format!("{x:?}");
+    if x.is_sign_negative() {
+        format!("({s})")
+    } else {
+        s
+    }
+}
+
+pub fn program(rng: &mut Rng, opts: &Options) -> Program {
+    let inputs = 1 + rng.below(4) as usize;
+    let point: Vec<f64> = (0..inputs).map(|_| ((rng.unit() * 3.0 - 1.5) * 8.0).round() / 8.0).collect();
+    let mut g = Gen { rng, opts, point: point.clone(), fresh: 0 };
+    let env: Vec<String> = (1..=inputs).map(|i| format!("x{i}")).collect();
+    let body = g.real(&env, opts.depth);
+    let params = if inputs == 1 { "(x1 : Real)".to_string() } else { format!("({})", env.join(", ")) };
+    let source = format!("def f {params} : Real = {body}\n");
+    Program { source, inputs, point }
+}
+
+struct Gen<'r> {
+    rng: &'r mut Rng,
+    opts: &'r Options,
+    point: Vec<f64>,
+    fresh: u32,
+}
+
+impl Gen<'_> {
+    fn name(&mut self, base: &str) -> String {
+        self.fresh += 1;
+        format!("{base}{}", self.fresh)
+    }
+
+    fn constant(&mut self) -> String {
+        let c = ((self.rng.unit() * 4.0 - 2.0) * 4.0).round() / 4.0;
+        lit(c)
+    }
+
+    fn pick<'a>(&mut self, env: &'a [String]) -> &'a str {
+        &env[self.rng.below(env.len() as u64) as usize]
+    }
+
+    /// An input variable and a threshold at least 0.1 away from its value at the point.
+    fn input_threshold(&mut self) -> (String, f64) {
+        let i = self.rng.below(self.point.len() as u64) as usize;
+        let off = 0.1 + self.rng.unit() * 0.6;
+        let c = if self.rng.chance(0.5) { self.point[i] + off } else { self.point[i] - off };
+        (format!("x{}", i + 1), (c * 64.0).round() / 64.0)
+    }
+
+    /// An expression of type Real over the Real variables in `env`.
+    fn real(&mut self, env: &[String], depth: u32) -> String {
+        if depth == 0 || self.rng.chance(0.15) {
+            return if self.rng.chance(0.8) { self.pick(env).to_string() } else { self.constant() };
+        }
+        let d = depth - 1;
+        match self.rng.below(27) {
+            0 | 1 => format!("({} + {})", self.real(env, d), self.real(env, d)),
+            2 => format!("({} - {})", self.real(env, d), self.real(env, d)),
+            3 | 4 => format!("({} * {})", self.real(env, d), self.real(env, d)),
+            5 => {
+                let b = self.real(env, d);
+                format!("({} / (1.0 + {b} * {b}))", self.real(env, d))
+            }
+            6 => format!("sin {}", self.atom(env, d)),
+            7 => format!("cos {}", self.atom(env, d)),
+            8 => format!("tanh {}", self.atom(env, d)),
+            9 => format!("sigmoid {}", self.atom(env, d)),
+            10 => format!("exp (sin {})", self.atom(env, d)),
+            11 => {
+                let a = self.real(env, d);
+                format!("log (1.0 + {a} * {a})")
+            }
+            12 => {
+                let a = self.real(env, d);
+                format!("sqrt (1.0 + {a} * {a})")
+            }
+            13 => {
+                let a = self.real(env, d);
+                if self.rng.chance(0.5) {
+                    format!("((1.0 + {a} * {a}) ^ 1.5)")
+                } else {
+                    format!("({} ^ 2.0)", self.atom(env, d))
+                }
+            }
+            14 => {
+                let v = self.name("t");
+                let a = self.real(env, d);
+                let mut env2 = env.to_vec();
+                env2.push(v.clone());
+                format!("(let {v} = {a} in {})", self.real(&env2, d))
+            }
+            15 => {
+                // A tuple through a pattern-matching closure.
+                let (p, q) = (self.name("p"), self.name("q"));
+                let mut env2 = env.to_vec();
+                env2.push(p.clone());
+                env2.push(q.clone());
+                let body = self.real(&env2, d);
+                format!("((fun ({p}, {q}) -> {body}) ({}, {}))", self.real(env, d), self.real(env, d))
+            }
+            16 => {
+                // A local closure capturing the environment, applied twice.
+                let (h, u) = (self.name("h"), self.name("u"));
+                let mut env2 = env.to_vec();
+                env2.push(u.clone());
+                let body = self.real(&env2, d);
+                format!(
+                    "(let {h} = fun ({u} : Real) -> {body} in {h} {} + {h} {})",
+                    self.atom(env, d),
+                    self.atom(env, d)
+                )
+            }
+            17 => {
+                let u = self.name("u");
+                let mut env2 = env.to_vec();
+                env2.push(u.clone());
+                let body = self.real(&env2, d);
+                format!("sum (map (fun {u} -> {body}) {})", self.array(env, d))
+            }
+            18 => {
+                let (acc, u) = (self.name("acc"), self.name("u"));
+                let mut env2 = env.to_vec();
+                env2.push(acc.clone());
+                env2.push(u.clone());
+                let body = self.real(&env2, d.min(2));
+                format!("fold (fun {acc} {u} -> 0.5 * {acc} + {body}) {} {}", self.atom(env, d), self.array(env, d))
+            }
+            19 => format!("dot {} {}", self.array(env, d), self.array(env, d)),
+            20 => {
+                let i = self.rng.below(3);
+                format!("{}.[{i}]", self.array(env, d))
+            }
+            21 => {
+                let i = self.name("i");
+                format!("sum (build 3 (fun {i} -> toReal {i} * {}))", self.atom(env, d))
+            }
+            22 => {
+                let u = self.name("u");
+                let mut env2 = env.to_vec();
+                env2.push(u.clone());
+                let body = self.real(&env2, d.min(2));
+                format!("iterate 2 (fun {u} -> 0.5 * {u} + 0.25 * tanh ({body})) {}", self.atom(env, d))
+            }
+            23 => {
+                let (p, q) = (self.name("p"), self.name("q"));
+                format!("sum (zipWith (fun {p} {q} -> {p} * {q}) {} {})", self.array(env, d), self.array(env, d))
+            }
+            24 => {
+                let (x, c) = self.input_threshold();
+                format!("(if {x} > {} then {} else {})", lit(c), self.real(env, d), self.real(env, d))
+            }
+            25 => {
+                let (x, c) = self.input_threshold();
+                match self.rng.below(3) {
+                    0 => format!("max {x} {}", lit(c)),
+                    1 => format!("min {} {x}", lit(c)),
+                    _ => format!("abs ({x} - {})", lit(c)),
+                }
+            }
+            _ => {
+                if !self.opts.nested || depth < 2 {
+                    return self.real(env, d);
+                }
+                // Nested differentiation: the derivative of an inner function at a point.
+                let u = self.name("u");
+                let mut env2 = env.to_vec();
+                env2.push(u.clone());
+                let inner = self.real(&env2, d.min(2));
+                format!("grad (fun ({u} : Real) -> {inner}) {}", self.atom(env, d))
+            }
+        }
+    }
+
+    fn atom(&mut self, env: &[String], depth: u32) -> String {
+        let e = self.real(env, depth);
+        if e.starts_with('(') || !e.contains(' ') {
+            e
+        } else {
+            format!("({e})")
+        }
+    }
+
+    /// An `Array Real` of length 3.
+    fn array(&mut self, env: &[String], depth: u32) -> String {
+        let d = depth.saturating_sub(1);
+        if self.rng.chance(0.7) {
+            format!("[{}, {}, {}]", self.real(env, d), self.real(env, d), self.real(env, d))
+        } else {
+            let u = self.name("u");
+            let mut env2 = env.to_vec();
+            env2.push(u.clone());
+            let body = self.real(&env2, d.min(2));
+            format!("(map (fun {u} -> {body}) [{}, {}, {}])", self.real(env, d), self.real(env, d), self.real(env, d))
+        }
+    }
+}
