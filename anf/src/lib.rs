@@ -6,3 +6,4 @@ pub mod anormal;
 pub mod ir;
 pub mod lower;
 pub mod mono;
+pub mod opt;

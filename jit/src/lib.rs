@@ -305,12 +305,12 @@ impl Jit {
         let call_conv = self.call_conv;
         let module = self.module.as_mut().ok_or(JitError::Poisoned)?;
         // Callees are declared (never defined) so calls have something to refer to.
-        let funcs: Vec<ClFuncId> = m
+        let funcs: Vec<Option<ClFuncId>> = m
             .funcs
             .values()
             .map(|g| {
                 let sig = translate::cl_signature(&g.sig, call_conv);
-                module.declare_anonymous_function(&sig).map_err(module_error)
+                module.declare_anonymous_function(&sig).map(Some).map_err(module_error)
             })
             .collect::<Result<_, _>>()?;
         let recursive = recursive(m);
@@ -394,10 +394,17 @@ impl Jit {
         let alloc_fn = if needs.alloc { Some(self.import(ALLOC_SYMBOL, &abi::alloc_signature())?) } else { None };
         let call_conv = self.call_conv;
         let module = self.module.as_mut().ok_or(JitError::Poisoned)?;
+        // Only what the entries can call is compiled: functions of closure tags that no switch
+        // reaches, and helpers whose calls were inlined, cost nothing.
+        let reachable = anf::opt::reachable_functions(m, entries);
         let mut funcs = Vec::with_capacity(m.funcs.len());
-        for f in m.funcs.values() {
-            let sig = translate::cl_signature(&f.sig, call_conv);
-            funcs.push(module.declare_anonymous_function(&sig).map_err(module_error)?);
+        for (f, live) in m.funcs.values().zip(&reachable) {
+            if *live {
+                let sig = translate::cl_signature(&f.sig, call_conv);
+                funcs.push(Some(module.declare_anonymous_function(&sig).map_err(module_error)?));
+            } else {
+                funcs.push(None);
+            }
         }
         let mut entry_ids = Vec::with_capacity(entries.len());
         for _ in entries {
@@ -419,20 +426,21 @@ impl Jit {
         // still be finalised (declared but undefined functions would make finalisation panic).
         let mut failure = None;
         for (i, f) in m.funcs.values().enumerate() {
+            let Some(id) = funcs[i] else { continue };
             if failure.is_none() {
-                if let Err(e) = self
-                    .define(funcs[i], |module, func, fctx| translate::translate_function(module, &env, f, func, fctx))
+                if let Err(e) =
+                    self.define(id, |module, func, fctx| translate::translate_function(module, &env, f, func, fctx))
                 {
                     failure = Some(JitError::Codegen { func: f.name.clone(), message: e });
                 }
             }
             if failure.is_some() {
-                self.define_stub(funcs[i], &f.sig)?;
+                self.define_stub(id, &f.sig)?;
             }
         }
         for (&f, &id) in entries.iter().zip(&entry_ids) {
             let sig = &m.funcs[f].sig;
-            let callee = funcs[f.index()];
+            let callee = funcs[f.index()].ok_or_else(|| JitError::Module(format!("entry {f} was not declared")))?;
             if failure.is_none() {
                 if let Err(e) = self.define(id, |module, func, fctx| {
                     translate::translate_entry(module, callee, sig, func, fctx);
@@ -568,9 +576,8 @@ fn recursive(m: &ir::Module) -> Vec<bool> {
         .funcs
         .values()
         .map(|f| {
-            f.insts
-                .values()
-                .filter_map(|d| match &d.op {
+            layout_ops(f)
+                .filter_map(|op| match op {
                     ir::Op::Call(g, _) if g.index() < n => Some(g.index()),
                     _ => None,
                 })
@@ -638,7 +645,7 @@ fn recursive(m: &ir::Module) -> Vec<bool> {
 fn may_fail(m: &ir::Module, recursive: &[bool]) -> Vec<bool> {
     let local = |(i, f): (usize, &ir::Function)| {
         recursive[i]
-            || f.insts.values().any(|d| match &d.op {
+            || layout_ops(f).any(|op| match op {
                 ir::Op::Alloc(_)
                 | ir::Op::NewArray(..)
                 | ir::Op::BoundsCheck(..)
@@ -657,7 +664,7 @@ fn may_fail(m: &ir::Module, recursive: &[bool]) -> Vec<bool> {
                 continue;
             }
             let calls_failing =
-                f.insts.values().any(|d| matches!(&d.op, ir::Op::Call(g, _) if fails.get(g.index()) == Some(&true)));
+                layout_ops(f).any(|op| matches!(op, ir::Op::Call(g, _) if fails.get(g.index()) == Some(&true)));
             if calls_failing {
                 fails[i] = true;
                 changed = true;
@@ -665,6 +672,11 @@ fn may_fail(m: &ir::Module, recursive: &[bool]) -> Vec<bool> {
         }
     }
     fails
+}
+
+/// The operations of the instructions in `f`'s layout (instructions outside it never run).
+fn layout_ops(f: &ir::Function) -> impl Iterator<Item = &ir::Op> + '_ {
+    f.layout.iter().flat_map(move |b| f.blocks[*b].insts.iter().map(move |i| &f.insts[*i].op))
 }
 
 /// A module error as a `JitError`.

@@ -28,7 +28,8 @@ pub(crate) const MAX_REG_RETS: usize = 2;
 pub(crate) struct ModuleEnv<'a> {
     pub ir: &'a ir::Module,
     /// Cranelift ids of the IR functions, by `FuncId` index.
-    pub funcs: &'a [ClFuncId],
+    /// `None` for functions that are not compiled (nothing compiled calls them).
+    pub funcs: &'a [Option<ClFuncId>],
     /// Cranelift ids of the imported support functions, by `ExtFuncId` index.
     pub externs: &'a [ClFuncId],
     pub trap_fn: Option<ClFuncId>,
@@ -611,7 +612,7 @@ impl<'a, 'b> Translator<'a, 'b> {
     /// A call of an IR function: `ctx` first, results in registers or through the stack slot.
     fn call(&mut self, inst: ir::Inst, f: ir::FuncId, args: &[ir::Value]) -> Result<(), String> {
         let callee = self.env.ir.funcs.get(f).ok_or("call of unknown function")?;
-        let id = *self.env.funcs.get(f.index()).ok_or("function not declared")?;
+        let id = self.env.funcs.get(f.index()).copied().flatten().ok_or("function not declared")?;
         let mut cargs = vec![self.ctx];
         let slot = if uses_out_ptr(&callee.sig) {
             let slot = self.ret_slot.ok_or("no return slot")?;

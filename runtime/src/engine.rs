@@ -12,6 +12,7 @@ use std::rc::Rc;
 use anf::ir::{self, TrapCode};
 use anf::lower::{self, LowerOptions, Lowered};
 use anf::mono::MonoProgram;
+use anf::opt::{optimize, OptOptions};
 use frontend::syntax::{Expr, ExprKind, Lit};
 use frontend::types::Type;
 use frontend::{Diagnostic, Span};
@@ -54,10 +55,14 @@ pub fn run(mono: &MonoProgram) -> Result<Run, Diagnostic> {
 /// (`frontend::with_big_stack`, as the CLI does): nesting deeper is an error, never an overflow.
 pub const BIG_STACK_BUDGET: usize = 64 << 20;
 
-/// The IR of `mono` as text (`nabla ir`).
-pub fn ir_text(mono: &MonoProgram) -> Result<String, Diagnostic> {
-    let lowered = lower::lower(mono, &LowerOptions::default())
+/// The IR of `mono` as text (`nabla ir`): as the JIT compiles it after `anf::opt` when
+/// `optimized`, else as lowering made it.
+pub fn ir_text(mono: &MonoProgram, optimized: bool) -> Result<String, Diagnostic> {
+    let mut lowered = lower::lower(mono, &LowerOptions::default())
         .map_err(|e| Diagnostic::error(if e.unsupported { e.span } else { root_span(mono) }, e.message))?;
+    if optimized {
+        optimize(&mut lowered.module, &[lowered.main], &OptOptions::default());
+    }
     Ok(ir::print(&lowered.module))
 }
 
@@ -142,7 +147,8 @@ impl Machine {
         )
     }
 
-    /// JIT-compiles an IR module whose entry points are `main` and `apply`.
+    /// JIT-compiles an IR module whose entry points are `main` and `apply`, optimised first
+    /// (`anf::opt` with its default options).
     pub fn from_parts(
         module: &ir::Module,
         main: ir::FuncId,
@@ -152,9 +158,34 @@ impl Machine {
         span: Span,
         stack_budget: usize,
     ) -> Result<Machine, String> {
-        let mut jit = Jit::new(JitConfig::default(), native::support_table()).map_err(|e| e.to_string())?;
+        Machine::from_parts_with(module, main, apply, sites, root, span, stack_budget, &OptOptions::default())
+    }
+
+    /// [`Machine::from_parts`] with explicit optimisation options (`OptOptions::none()` compiles
+    /// the IR exactly as lowering made it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_parts_with(
+        module: &ir::Module,
+        main: ir::FuncId,
+        apply: Option<ir::FuncId>,
+        sites: Vec<(Span, Option<Layout>)>,
+        root: Layout,
+        span: Span,
+        stack_budget: usize,
+        opt: &OptOptions,
+    ) -> Result<Machine, String> {
+        let mut module = module.clone();
         let entries: Vec<ir::FuncId> = std::iter::once(main).chain(apply).collect();
-        let compiled = jit.compile(module, &entries).map_err(|e| format!("internal compiler error: {e}"))?;
+        let moved = optimize(&mut module, &entries, opt);
+        let lost = || "internal compiler error: an entry point was optimised away".to_string();
+        let main = moved.get(main).ok_or_else(lost)?;
+        let apply = match apply {
+            Some(a) => Some(moved.get(a).ok_or_else(lost)?),
+            None => None,
+        };
+        let entries: Vec<ir::FuncId> = std::iter::once(main).chain(apply).collect();
+        let mut jit = Jit::new(JitConfig::default(), native::support_table()).map_err(|e| e.to_string())?;
+        let compiled = jit.compile(&module, &entries).map_err(|e| format!("internal compiler error: {e}"))?;
         Ok(Machine { _jit: jit, compiled, main, apply, sites, root, span, stack_budget })
     }
 

@@ -16,16 +16,19 @@ pub fn run(mono: &anf::mono::MonoProgram) -> Result<Value, Diagnostic> {
     Ok(r.value)
 }
 
-/// `nabla ir FILE [DEF]`: the SSA IR of `main` (or DEF), monomorphised at its (defaulted) type.
+/// `nabla ir FILE [DEF] [--raw]`: the SSA IR of `main` (or DEF), monomorphised at its (defaulted)
+/// type, as the JIT compiles it (after `anf::opt`), or with `--raw` as lowering made it.
 #[allow(clippy::result_large_err)]
 pub fn ir(args: &[String]) -> Result<String, Failure> {
-    let (file, def) = match args {
+    let raw = args.iter().any(|a| a == "--raw");
+    let args: Vec<String> = args.iter().filter(|a| *a != "--raw").cloned().collect();
+    let (file, def) = match args.as_slice() {
         [file] => (file, "main"),
         [file, def] => (file, def.as_str()),
-        _ => return Err(Failure::Usage("usage: nabla ir FILE [DEF]".into())),
+        _ => return Err(Failure::Usage("usage: nabla ir FILE [DEF] [--raw]".into())),
     };
     let src = read(file)?;
     let on_file = |d| Failure::Program { path: file.clone(), src: src.clone(), diag: d };
     let (_, mono) = runtime::prepare(&src, def).map_err(on_file)?;
-    runtime::engine::ir_text(&mono).map_err(on_file)
+    runtime::engine::ir_text(&mono, !raw).map_err(on_file)
 }

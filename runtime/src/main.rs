@@ -20,7 +20,8 @@ commands:
   run FILE [--interp]   evaluate `main` (compiled by default; --interp uses the reference interpreter)
   check FILE            print each definition's inferred type
   anf FILE [DEF]        print the A-normal let-series of each definition (or DEF)
-  ir FILE [DEF]         print the first-order SSA IR of `main` (or DEF)
+  ir FILE [DEF] [--raw] print the first-order SSA IR of `main` (or DEF) as the JIT compiles it
+                        (after inlining and clean-up; --raw: as lowering made it)
   trace FILE            print `main`'s reduction sequence, one step a line with its rule
   derive FILE DEF       print DEF's derivative (ILC) and whether it is self-maintainable
   incr FILE DEF --input F --changes F

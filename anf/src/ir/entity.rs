@@ -105,6 +105,10 @@ impl<K: EntityRef, V> PrimaryMap<K, V> {
     pub fn values(&self) -> std::slice::Iter<'_, V> {
         self.elems.iter()
     }
+    /// All values in allocation order, mutably.
+    pub fn values_mut(&mut self) -> std::slice::IterMut<'_, V> {
+        self.elems.iter_mut()
+    }
     /// All `(key, value)` pairs in allocation order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (K, &V)> + ExactSizeIterator + '_ {
         self.elems.iter().enumerate().map(|(i, v)| (K::new(i), v))

@@ -1,0 +1,260 @@
+//! IR optimisation between lowering and the JIT: inlining of small non-recursive functions, then
+//! local clean-up (copy propagation, constant folding, store-to-load forwarding through fresh
+//! records, branch folding, block merging, dead code), then removal of functions nothing calls.
+//!
+//! Cranelift does not inline, so without this pass every λ applied in a loop costs a call per
+//! iteration, and closures built and applied in the same function still allocate their
+//! environments. After inlining, a closure whose tag is a constant at a `switch` calls its code
+//! directly, an environment record stored and read back in one function is forwarded (its
+//! allocation dies), and a group record's constant kind folds the group dispatch away.
+//!
+//! The one entry point is [`optimize`]; its output verifies whenever its input does. Every
+//! rewrite preserves what the program computes and the first error it reports: nothing that
+//! can trap is removed or reordered (only unused allocations and loads, which cannot fail
+//! in verified IR, disappear).
+
+mod inline;
+mod simplify;
+
+#[cfg(test)]
+mod tests;
+
+use rustc_hash::FxHashSet;
+
+use crate::ir::{EntityRef, FuncId, Module, Op, PrimaryMap};
+
+pub use simplify::simplify_function;
+
+/// How aggressively to optimise.
+#[derive(Clone, Debug)]
+pub struct OptOptions {
+    /// Master switch: with `false`, [`optimize`] leaves the module as it is.
+    pub enabled: bool,
+    /// Calls of non-recursive functions of at most this many instructions are inlined.
+    pub inline_size: usize,
+    /// A function with one call site is inlined whatever its size (its original then dies), as
+    /// long as the caller stays within this many instructions.
+    pub max_size: usize,
+}
+
+impl Default for OptOptions {
+    fn default() -> OptOptions {
+        OptOptions { enabled: true, inline_size: 40, max_size: 2000 }
+    }
+}
+
+impl OptOptions {
+    /// No optimisation at all.
+    pub fn none() -> OptOptions {
+        OptOptions { enabled: false, ..OptOptions::default() }
+    }
+}
+
+/// Where each function of the input went: `new[old]` is its id in the output, `None` if removed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FuncMap {
+    pub new: Vec<Option<FuncId>>,
+}
+
+impl FuncMap {
+    /// The new id of `f` (`None` if it was removed).
+    pub fn get(&self, f: FuncId) -> Option<FuncId> {
+        self.new.get(f.index()).copied().flatten()
+    }
+}
+
+/// Optimises `module` in place. `roots` are the entry points (kept, with everything they can
+/// call); functions of closure tags are kept too. Returns where every function went.
+pub fn optimize(module: &mut Module, roots: &[FuncId], options: &OptOptions) -> FuncMap {
+    if !options.enabled {
+        return FuncMap { new: module.funcs.keys().map(Some).collect() };
+    }
+    let facts = simplify::ModuleFacts::of(module);
+    let order = callees_first(module);
+    let recursive = recursive_functions(module);
+    let mut call_sites = vec![0usize; module.funcs.len()];
+    for f in module.funcs.values() {
+        for_each_call(f, |g| call_sites[g.index()] += 1);
+    }
+    let root_set: FxHashSet<FuncId> = roots.iter().copied().collect();
+    for f in order {
+        simplify::simplify_function(module, f, &facts);
+        let mut inlined = false;
+        loop {
+            let size = inline::size(&module.funcs[f]);
+            let pick = inline::next_site(module, f, |g| {
+                if g == f || recursive[g.index()] {
+                    return false;
+                }
+                let gs = inline::size(&module.funcs[g]);
+                gs <= options.inline_size
+                    || (call_sites[g.index()] == 1 && !root_set.contains(&g) && size + gs <= options.max_size)
+            });
+            let Some((block, index, g)) = pick else { break };
+            if size > options.max_size {
+                break;
+            }
+            inline::inline_call(module, f, block, index);
+            call_sites[g.index()] = call_sites[g.index()].saturating_sub(1);
+            for_each_call(&module.funcs[g], |h| call_sites[h.index()] += 1);
+            inlined = true;
+        }
+        if inlined {
+            simplify::simplify_function(module, f, &facts);
+        }
+    }
+    prune(module, roots)
+}
+
+/// Calls `k` on the callee of every call in the function's layout.
+fn for_each_call(f: &crate::ir::Function, mut k: impl FnMut(FuncId)) {
+    for &b in &f.layout {
+        for &i in &f.blocks[b].insts {
+            if let Op::Call(g, _) = &f.insts[i].op {
+                k(*g);
+            }
+        }
+    }
+}
+
+/// The direct callees of every function.
+fn call_graph(module: &Module) -> Vec<Vec<usize>> {
+    let n = module.funcs.len();
+    module
+        .funcs
+        .values()
+        .map(|f| {
+            let mut out = Vec::new();
+            for_each_call(f, |g| {
+                if g.index() < n {
+                    out.push(g.index())
+                }
+            });
+            out
+        })
+        .collect()
+}
+
+/// Strongly connected components of the call graph in reverse topological order (callees first;
+/// Tarjan's algorithm emits them in that order).
+fn sccs(succ: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    let n = succ.len();
+    let mut index = vec![usize::MAX; n];
+    let mut low = vec![0; n];
+    let mut on_stack = vec![false; n];
+    let mut stack = Vec::new();
+    let mut out = Vec::new();
+    let mut next = 0;
+    for root in 0..n {
+        if index[root] != usize::MAX {
+            continue;
+        }
+        let mut work = vec![(root, 0usize)];
+        index[root] = next;
+        low[root] = next;
+        next += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(&mut (v, ref mut i)) = work.last_mut() {
+            if *i < succ[v].len() {
+                let w = succ[v][*i];
+                *i += 1;
+                if index[w] == usize::MAX {
+                    index[w] = next;
+                    low[w] = next;
+                    next += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    work.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+            } else {
+                work.pop();
+                if let Some(&(u, _)) = work.last() {
+                    low[u] = low[u].min(low[v]);
+                }
+                if low[v] == index[v] {
+                    let mut component = Vec::new();
+                    while let Some(w) = stack.pop() {
+                        on_stack[w] = false;
+                        component.push(w);
+                        if w == v {
+                            break;
+                        }
+                    }
+                    out.push(component);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every function, callees before callers (members of a cycle in some order).
+fn callees_first(module: &Module) -> Vec<FuncId> {
+    sccs(&call_graph(module)).into_iter().flatten().map(FuncId::new).collect()
+}
+
+/// Which functions are on a cycle of the call graph: they are never inlined.
+pub fn recursive_functions(module: &Module) -> Vec<bool> {
+    let succ = call_graph(module);
+    let mut out = vec![false; succ.len()];
+    for c in sccs(&succ) {
+        let cyclic = c.len() > 1 || succ[c[0]].contains(&c[0]);
+        for f in c {
+            out[f] = cyclic;
+        }
+    }
+    out
+}
+
+/// The functions reachable by calls from `roots`.
+pub fn reachable_functions(module: &Module, roots: &[FuncId]) -> Vec<bool> {
+    let succ = call_graph(module);
+    let mut seen = vec![false; succ.len()];
+    let mut work: Vec<usize> = roots.iter().map(|f| f.index()).filter(|&i| i < succ.len()).collect();
+    while let Some(f) = work.pop() {
+        if std::mem::replace(&mut seen[f], true) {
+            continue;
+        }
+        work.extend(succ[f].iter().copied().filter(|&g| !seen[g]));
+    }
+    seen
+}
+
+/// Removes the functions that neither the roots nor any closure tag can reach, renumbering the
+/// rest (calls and tags follow).
+fn prune(module: &mut Module, roots: &[FuncId]) -> FuncMap {
+    let mut keep_roots: Vec<FuncId> = roots.to_vec();
+    keep_roots.extend(module.tags.values().map(|t| t.func));
+    let keep = reachable_functions(module, &keep_roots);
+    let mut new = vec![None; module.funcs.len()];
+    let mut funcs = PrimaryMap::new();
+    let old = std::mem::take(&mut module.funcs);
+    for (id, f) in old.iter() {
+        if keep[id.index()] {
+            new[id.index()] = Some(funcs.next_key());
+            funcs.push(f.clone());
+        }
+    }
+    let map = FuncMap { new };
+    for f in funcs.values_mut() {
+        for data in f.insts.values_mut() {
+            if let Op::Call(g, _) = &mut data.op {
+                // Calls from kept functions reach kept functions only; an orphaned instruction
+                // outside the layout may still name a removed one and keeps its old number.
+                if let Some(n) = map.get(*g) {
+                    *g = n;
+                }
+            }
+        }
+    }
+    for t in module.tags.values_mut() {
+        if let Some(n) = map.get(t.func) {
+            t.func = n;
+        }
+    }
+    module.funcs = funcs;
+    map
+}

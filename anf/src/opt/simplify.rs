@@ -1,0 +1,767 @@
+//! Local clean-up of one function, repeated until nothing changes: unreachable blocks go, block
+//! parameters that always receive the same value are replaced by it (copy propagation), constant
+//! operations and branches fold, loads from fresh records read the value stored there, a jump to
+//! a block with no other predecessor merges the two, empty forwarding blocks are bypassed, and
+//! instructions whose results nobody uses and that cannot fail disappear. The function is then
+//! renumbered densely in layout order.
+//!
+//! # Forwarding through records
+//! A load from `p + off`, where `p` is an `alloc` of this function, is replaced by the value of
+//! the only store to `p + off` in the function when that store dominates the load: every path to
+//! the load passes the store after the allocation, and the stored value's latest definition is
+//! the one the store wrote. Nothing else may write there: when every function of the module
+//! stores only into records and arrays it allocated itself ([`ModuleFacts::clean`], which is
+//! how lowering builds records: once, where they are made), a record escaping into calls is
+//! still written only by its maker; otherwise only records that never escape are forwarded.
+//! Support functions that write through a pointer argument ([`WRITES_THROUGH`]) count as stores
+//! to every slot of that record.
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::ir::cfg::{reverse_postorder, Dominators};
+use crate::ir::entity::SecondaryMap;
+use crate::ir::{
+    BinaryOp, Block, BlockCall, BlockData, Cmp, EntityRef, FuncId, Function, Inst, InstData, Module, Op, UnaryOp,
+    Value, ValueData, ValueDef,
+};
+
+use super::inline::map_operands;
+
+/// Support functions that write through pointer arguments: `(name, argument index)`.
+pub const WRITES_THROUGH: &[(&str, usize)] = &[("nabla_map_get", 2)];
+
+/// Support functions without effects (neither failing nor writing): unused calls are removed.
+const PURE_SUPPORT: &[&str] = &[
+    "nabla_sin",
+    "nabla_cos",
+    "nabla_tan",
+    "nabla_exp",
+    "nabla_log",
+    "nabla_tanh",
+    "nabla_sigmoid",
+    "nabla_pow",
+    "nabla_bag_len",
+    "nabla_bag_count",
+    "nabla_bag_eq",
+    "nabla_map_len",
+];
+
+/// What simplification needs to know about the module as a whole.
+pub struct ModuleFacts {
+    /// Every function writes only to memory it allocated itself (see the module comment).
+    pub clean: bool,
+    /// Per extern: the pointer arguments it writes through.
+    writes: Vec<Vec<usize>>,
+    /// Per extern: has no effect but its result.
+    pure: Vec<bool>,
+}
+
+impl ModuleFacts {
+    /// The facts of `module` as it is now (inlining and simplification keep them true).
+    pub fn of(module: &Module) -> ModuleFacts {
+        let writes: Vec<Vec<usize>> = module
+            .externs
+            .values()
+            .map(|e| WRITES_THROUGH.iter().filter(|(n, _)| *n == e.name).map(|(_, i)| *i).collect())
+            .collect();
+        let pure = module.externs.values().map(|e| PURE_SUPPORT.contains(&e.name.as_str()) && !e.fallible).collect();
+        let mut facts = ModuleFacts { clean: true, writes, pure };
+        facts.clean = module.funcs.values().all(|f| facts.writes_only_own_memory(f));
+        facts
+    }
+
+    /// Does every store of `f` (and every pointer a support function writes through) target a
+    /// record or array element `f` allocated?
+    fn writes_only_own_memory(&self, f: &Function) -> bool {
+        let local = |p: Value| match def_op(f, p) {
+            Some(Op::Alloc(_)) => true,
+            Some(Op::ElemAddr(a, _, _)) => matches!(def_op(f, *a), Some(Op::NewArray(..))),
+            _ => false,
+        };
+        f.layout.iter().flat_map(|b| &f.blocks[*b].insts).all(|&i| match &f.insts[i].op {
+            Op::Store(_, p, _) => local(*p),
+            Op::CallExt(e, args) => {
+                self.writes.get(e.index()).is_none_or(|ws| ws.iter().all(|&k| args.get(k).is_none_or(|a| local(*a))))
+            }
+            _ => true,
+        })
+    }
+}
+
+/// The operation defining `v`, if an instruction does.
+fn def_op(f: &Function, v: Value) -> Option<&Op> {
+    match f.values.get(v)?.def {
+        ValueDef::Result(i, _) => Some(&f.insts.get(i)?.op),
+        _ => None,
+    }
+}
+
+/// Simplifies function `f` of `module` until nothing changes, then renumbers it.
+pub fn simplify_function(module: &mut Module, f: FuncId, facts: &ModuleFacts) {
+    let placeholder = Function::empty("", Default::default());
+    let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
+    for _ in 0..16 {
+        let mut s = Simplifier { func: &mut func, facts, alias: FxHashMap::default(), changed: false };
+        s.round();
+        if !s.changed {
+            break;
+        }
+    }
+    module.funcs[f] = compact(&func);
+}
+
+struct Simplifier<'a> {
+    func: &'a mut Function,
+    facts: &'a ModuleFacts,
+    /// Values replaced by other values (resolved transitively).
+    alias: FxHashMap<Value, Value>,
+    changed: bool,
+}
+
+/// A constant operand.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Const {
+    Int(i64),
+    Bool(bool),
+}
+
+impl<'a> Simplifier<'a> {
+    fn round(&mut self) {
+        self.remove_unreachable();
+        self.propagate_params();
+        self.apply_aliases();
+        self.fold_instructions();
+        self.apply_aliases();
+        self.fold_terminators();
+        self.remove_unreachable();
+        self.merge_blocks();
+        self.apply_aliases();
+        self.bypass_empty_blocks();
+        self.remove_unreachable();
+        self.remove_dead();
+    }
+
+    /// Resolves `v` through the alias map.
+    fn resolve(&self, mut v: Value) -> Value {
+        let mut n = 0;
+        while let Some(&w) = self.alias.get(&v) {
+            if w == v || n > 1000 {
+                break;
+            }
+            v = w;
+            n += 1;
+        }
+        v
+    }
+
+    fn add_alias(&mut self, from: Value, to: Value) {
+        let to = self.resolve(to);
+        if from != to {
+            self.alias.insert(from, to);
+            self.changed = true;
+        }
+    }
+
+    /// Rewrites every operand through the alias map.
+    fn apply_aliases(&mut self) {
+        if self.alias.is_empty() {
+            return;
+        }
+        let alias = std::mem::take(&mut self.alias);
+        let resolve = |mut v: Value| {
+            let mut n = 0;
+            while let Some(&w) = alias.get(&v) {
+                if w == v || n > 1000 {
+                    break;
+                }
+                v = w;
+                n += 1;
+            }
+            v
+        };
+        let func = &mut *self.func;
+        for &b in &func.layout {
+            for &i in &func.blocks[b].insts {
+                let op = &func.insts[i].op;
+                let mut any = false;
+                op.for_each_operand(|v| any |= alias.contains_key(&v));
+                if any {
+                    func.insts[i].op = map_operands(op, &resolve);
+                }
+            }
+        }
+        self.alias = alias;
+        // Aliases stay valid (the replaced values are gone from every operand); keep them so a
+        // later rewrite this round still resolves values it read before.
+    }
+
+    fn remove_unreachable(&mut self) {
+        let rpo = reverse_postorder(self.func);
+        if rpo.len() == self.func.layout.len() {
+            return;
+        }
+        let reachable: FxHashSet<Block> = rpo.into_iter().collect();
+        self.func.layout.retain(|b| reachable.contains(b));
+        self.changed = true;
+    }
+
+    /// Every edge into each block: `(from block, instruction, which target)`.
+    fn edges(&self) -> FxHashMap<Block, Vec<(Block, usize)>> {
+        let mut out: FxHashMap<Block, Vec<(Block, usize)>> = FxHashMap::default();
+        for &b in &self.func.layout {
+            if let Some(op) = self.func.terminator(b) {
+                for (k, bc) in op.branch_targets().iter().enumerate() {
+                    out.entry(bc.block).or_default().push((b, k));
+                }
+            }
+        }
+        out
+    }
+
+    /// Block parameters that receive one value on every edge (other than from themselves) are
+    /// replaced by it, and dropped with their arguments.
+    fn propagate_params(&mut self) {
+        let edges = self.edges();
+        let entry = self.func.entry();
+        let mut drop: FxHashMap<Block, Vec<bool>> = FxHashMap::default();
+        for b in self.func.layout.clone() {
+            if Some(b) == entry || self.func.blocks[b].params.is_empty() {
+                continue;
+            }
+            let Some(incoming) = edges.get(&b) else { continue };
+            let params = self.func.blocks[b].params.clone();
+            let mut mask = vec![false; params.len()];
+            for (n, &p) in params.iter().enumerate() {
+                let mut unique: Option<Value> = None;
+                let mut ok = true;
+                for &(from, k) in incoming {
+                    let bc = self.target(from, k);
+                    let a = self.resolve(bc.args[n]);
+                    if a == p {
+                        continue;
+                    }
+                    match unique {
+                        None => unique = Some(a),
+                        Some(u) if u == a => {}
+                        Some(_) => {
+                            ok = false;
+                            break;
+                        }
+                    }
+                }
+                if let (true, Some(u)) = (ok, unique) {
+                    self.add_alias(p, u);
+                    mask[n] = true;
+                }
+            }
+            if mask.iter().any(|m| *m) {
+                drop.insert(b, mask);
+            }
+        }
+        if drop.is_empty() {
+            return;
+        }
+        // Drop the arguments on every edge, then the parameters.
+        for &b in &self.func.layout.clone() {
+            let Some(&last) = self.func.blocks[b].insts.last() else { continue };
+            let mut op = self.func.insts[last].op.clone();
+            let prune = |bc: &mut BlockCall| {
+                if let Some(mask) = drop.get(&bc.block) {
+                    let mut n = 0;
+                    bc.args.retain(|_| {
+                        let keep = !mask[n];
+                        n += 1;
+                        keep
+                    });
+                }
+            };
+            match &mut op {
+                Op::Jump(bc) => prune(bc),
+                Op::Brif(_, t, e) => {
+                    prune(t);
+                    prune(e)
+                }
+                Op::Switch(_, cases) => cases.iter_mut().for_each(|(_, bc)| prune(bc)),
+                _ => continue,
+            }
+            self.func.insts[last].op = op;
+        }
+        for (b, mask) in drop {
+            let params = std::mem::take(&mut self.func.blocks[b].params);
+            let kept: Vec<Value> = params.iter().zip(&mask).filter(|(_, m)| !**m).map(|(p, _)| *p).collect();
+            for (n, p) in kept.iter().enumerate() {
+                self.func.values[*p].def = ValueDef::Param(b, n as u32);
+            }
+            self.func.blocks[b].params = kept;
+        }
+    }
+
+    /// Target `k` of block `b`'s terminator.
+    fn target(&self, b: Block, k: usize) -> BlockCall {
+        let op = self.func.terminator(b).expect("a block with successors has a terminator");
+        op.branch_targets()[k].clone()
+    }
+
+    fn konst(&self, v: Value) -> Option<Const> {
+        match def_op(self.func, v)? {
+            Op::Iconst(n) => Some(Const::Int(*n)),
+            Op::TagConst(t) => Some(Const::Int(t.as_u32() as i64)),
+            Op::Bconst(b) => Some(Const::Bool(*b)),
+            _ => None,
+        }
+    }
+
+    fn int(&self, v: Value) -> Option<i64> {
+        match self.konst(v)? {
+            Const::Int(n) => Some(n),
+            Const::Bool(_) => None,
+        }
+    }
+
+    fn boolean(&self, v: Value) -> Option<bool> {
+        match self.konst(v)? {
+            Const::Bool(b) => Some(b),
+            Const::Int(_) => None,
+        }
+    }
+
+    /// Folds constant operations, selects and loads from fresh records.
+    fn fold_instructions(&mut self) {
+        let forward = self.forwardable_loads();
+        for (load, value) in forward {
+            let r = self.func.insts[load].results[0];
+            self.add_alias(r, value);
+        }
+        let insts: Vec<Inst> = self.func.layout.iter().flat_map(|b| self.func.blocks[*b].insts.clone()).collect();
+        for i in insts {
+            let op = self.func.insts[i].op.clone();
+            let Some(&r) = self.func.insts[i].results.first() else { continue };
+            if self.alias.contains_key(&r) {
+                continue;
+            }
+            match self.fold(&op) {
+                Some(Folded::Value(v)) => self.add_alias(r, v),
+                Some(Folded::Op(new)) => {
+                    if new != op {
+                        self.func.insts[i].op = new;
+                        self.changed = true;
+                    }
+                }
+                None => {}
+            }
+        }
+    }
+
+    fn fold(&self, op: &Op) -> Option<Folded> {
+        use Folded::{Op as O, Value as V};
+        Some(match op {
+            Op::Unary(u, a) => match (u, self.konst(*a)?) {
+                (UnaryOp::Ineg, Const::Int(n)) => O(Op::Iconst(n.wrapping_neg())),
+                (UnaryOp::Not, Const::Bool(b)) => O(Op::Bconst(!b)),
+                (UnaryOp::Btoi, Const::Bool(b)) => O(Op::Iconst(b as i64)),
+                (UnaryOp::Itof, Const::Int(n)) => O(Op::Fconst((n as f64).to_bits())),
+                _ => return None,
+            },
+            Op::Binary(b, x, y) => {
+                let (cx, cy) = (self.konst(*x), self.konst(*y));
+                match (b, cx, cy) {
+                    (_, Some(Const::Int(p)), Some(Const::Int(q))) => O(Op::Iconst(match b {
+                        BinaryOp::Iadd => p.wrapping_add(q),
+                        BinaryOp::Isub => p.wrapping_sub(q),
+                        BinaryOp::Imul => p.wrapping_mul(q),
+                        // Division by zero fails at run time: left alone.
+                        BinaryOp::Sdiv if q != 0 => {
+                            if q == -1 {
+                                p.wrapping_neg()
+                            } else {
+                                p / q
+                            }
+                        }
+                        BinaryOp::Srem if q != 0 => {
+                            if q == -1 {
+                                0
+                            } else {
+                                p % q
+                            }
+                        }
+                        _ => return None,
+                    })),
+                    (_, Some(Const::Bool(p)), Some(Const::Bool(q))) => O(Op::Bconst(match b {
+                        BinaryOp::And => p && q,
+                        BinaryOp::Or => p || q,
+                        BinaryOp::Xor => p != q,
+                        _ => return None,
+                    })),
+                    (BinaryOp::Iadd, _, Some(Const::Int(0))) | (BinaryOp::Isub, _, Some(Const::Int(0))) => V(*x),
+                    (BinaryOp::Iadd, Some(Const::Int(0)), _) => V(*y),
+                    (BinaryOp::Imul, _, Some(Const::Int(1))) => V(*x),
+                    (BinaryOp::Imul, Some(Const::Int(1)), _) => V(*y),
+                    (BinaryOp::And, _, Some(Const::Bool(true))) | (BinaryOp::Or, _, Some(Const::Bool(false))) => V(*x),
+                    (BinaryOp::And, Some(Const::Bool(true)), _) | (BinaryOp::Or, Some(Const::Bool(false)), _) => V(*y),
+                    _ => return None,
+                }
+            }
+            Op::Icmp(c, x, y) => {
+                if x == y {
+                    return Some(O(Op::Bconst(matches!(c, Cmp::Eq | Cmp::Le | Cmp::Ge))));
+                }
+                match (self.konst(*x)?, self.konst(*y)?) {
+                    (Const::Int(p), Const::Int(q)) => O(Op::Bconst(match c {
+                        Cmp::Eq => p == q,
+                        Cmp::Ne => p != q,
+                        Cmp::Lt => p < q,
+                        Cmp::Le => p <= q,
+                        Cmp::Gt => p > q,
+                        Cmp::Ge => p >= q,
+                    })),
+                    (Const::Bool(p), Const::Bool(q)) => O(Op::Bconst(match c {
+                        Cmp::Eq => p == q,
+                        Cmp::Ne => p != q,
+                        _ => return None,
+                    })),
+                    _ => return None,
+                }
+            }
+            Op::Select(c, a, b) => {
+                if a == b {
+                    V(*a)
+                } else {
+                    match self.boolean(*c)? {
+                        true => V(*a),
+                        false => V(*b),
+                    }
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    /// Loads from fresh records whose only store dominates them, with the stored value.
+    fn forwardable_loads(&self) -> Vec<(Inst, Value)> {
+        let func = &*self.func;
+        // Per record: the stores by offset, whether it is disqualified.
+        #[derive(Default)]
+        struct Rec {
+            stores: FxHashMap<i32, Vec<Inst>>,
+            bad: bool,
+        }
+        let mut recs: FxHashMap<Value, Rec> = FxHashMap::default();
+        let mut loads = Vec::new();
+        let is_alloc = |v: Value| matches!(def_op(func, v), Some(Op::Alloc(_)));
+        for &b in &func.layout {
+            for &i in &func.blocks[b].insts {
+                let op = &func.insts[i].op;
+                match op {
+                    Op::Alloc(_) => {
+                        recs.entry(func.insts[i].results[0]).or_default();
+                    }
+                    Op::Store(v, p, off) if is_alloc(*p) => {
+                        let r = recs.entry(*p).or_default();
+                        r.stores.entry(*off).or_default().push(i);
+                        if off % 8 != 0 {
+                            r.bad = true;
+                        }
+                        if is_alloc(*v) && !self.facts.clean {
+                            recs.entry(*v).or_default().bad = true;
+                        }
+                    }
+                    Op::Load(_, p, off) if is_alloc(*p) => {
+                        if off % 8 != 0 {
+                            recs.entry(*p).or_default().bad = true;
+                        }
+                        loads.push(i);
+                    }
+                    Op::CallExt(e, args) => {
+                        let writes = self.facts.writes.get(e.index()).cloned().unwrap_or_default();
+                        for (k, a) in args.iter().enumerate() {
+                            if is_alloc(*a) && (!self.facts.clean || writes.contains(&k)) {
+                                recs.entry(*a).or_default().bad = true;
+                            }
+                        }
+                    }
+                    _ => {
+                        if !self.facts.clean {
+                            op.for_each_operand(|a| {
+                                if is_alloc(a) {
+                                    recs.entry(a).or_default().bad = true;
+                                }
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        if loads.is_empty() {
+            return Vec::new();
+        }
+        let doms = Dominators::compute(func);
+        let mut pos: SecondaryMap<Inst, (u32, u32)> = SecondaryMap::new();
+        for (bi, &b) in func.layout.iter().enumerate() {
+            for (k, &i) in func.blocks[b].insts.iter().enumerate() {
+                pos[i] = (bi as u32, k as u32);
+            }
+        }
+        let mut out = Vec::new();
+        for l in loads {
+            let Op::Load(ty, p, off) = func.insts[l].op else { continue };
+            let Some(r) = recs.get(&p) else { continue };
+            if r.bad {
+                continue;
+            }
+            let Some([s]) = r.stores.get(&off).map(|v| v.as_slice()) else { continue };
+            let Op::Store(v, _, _) = func.insts[*s].op else { continue };
+            if func.values[v].ty != ty {
+                continue;
+            }
+            let (sb, sk) = pos[*s];
+            let (lb, lk) = pos[l];
+            let dominated =
+                if sb == lb { sk < lk } else { doms.dominates(func.layout[sb as usize], func.layout[lb as usize]) };
+            if dominated {
+                out.push((l, v));
+            }
+        }
+        out
+    }
+
+    /// Branches on constants become jumps; a switch on a known tag jumps to its case.
+    fn fold_terminators(&mut self) {
+        for b in self.func.layout.clone() {
+            let Some(&last) = self.func.blocks[b].insts.last() else { continue };
+            let new = match &self.func.insts[last].op {
+                Op::Brif(c, t, e) => match self.boolean(*c) {
+                    Some(true) => Some(Op::Jump(t.clone())),
+                    Some(false) => Some(Op::Jump(e.clone())),
+                    None if t == e => Some(Op::Jump(t.clone())),
+                    None => None,
+                },
+                Op::Switch(v, cases) => {
+                    if cases.len() == 1 {
+                        // Tags come only from the IR: a switch with one case always takes it.
+                        Some(Op::Jump(cases[0].1.clone()))
+                    } else {
+                        match def_op(self.func, *v) {
+                            Some(Op::TagConst(t)) => {
+                                cases.iter().find(|(c, _)| c == t).map(|(_, bc)| Op::Jump(bc.clone()))
+                            }
+                            _ => None,
+                        }
+                    }
+                }
+                _ => None,
+            };
+            if let Some(op) = new {
+                self.func.insts[last].op = op;
+                self.changed = true;
+            }
+        }
+    }
+
+    /// A jump to a block whose only predecessor is the jumping block merges the two.
+    fn merge_blocks(&mut self) {
+        let entry = self.func.entry();
+        // Merging moves a terminator from one block to another: predecessor counts stay right.
+        let edges = self.edges();
+        let mut gone: FxHashSet<Block> = FxHashSet::default();
+        for a in self.func.layout.clone() {
+            if gone.contains(&a) {
+                continue;
+            }
+            loop {
+                let Some(&last) = self.func.blocks[a].insts.last() else { break };
+                let Op::Jump(bc) = self.func.insts[last].op.clone() else { break };
+                let b = bc.block;
+                if b == a || Some(b) == entry || gone.contains(&b) || edges.get(&b).map_or(0, |e| e.len()) != 1 {
+                    break;
+                }
+                let params = std::mem::take(&mut self.func.blocks[b].params);
+                for (p, arg) in params.iter().zip(&bc.args) {
+                    self.add_alias(*p, *arg);
+                }
+                self.func.blocks[a].insts.pop();
+                let moved = std::mem::take(&mut self.func.blocks[b].insts);
+                self.func.blocks[a].insts.extend(moved);
+                gone.insert(b);
+                self.changed = true;
+            }
+        }
+        if !gone.is_empty() {
+            self.func.layout.retain(|x| !gone.contains(x));
+        }
+    }
+
+    /// Edges into a block that only jumps on go straight to its target.
+    fn bypass_empty_blocks(&mut self) {
+        let entry = self.func.entry();
+        let mut forward: FxHashMap<Block, BlockCall> = FxHashMap::default();
+        for &b in &self.func.layout {
+            if Some(b) == entry {
+                continue;
+            }
+            let insts = &self.func.blocks[b].insts;
+            if insts.len() != 1 {
+                continue;
+            }
+            if let Op::Jump(bc) = &self.func.insts[insts[0]].op {
+                if bc.block != b {
+                    forward.insert(b, bc.clone());
+                }
+            }
+        }
+        if forward.is_empty() {
+            return;
+        }
+        for &a in &self.func.layout.clone() {
+            let Some(&last) = self.func.blocks[a].insts.last() else { continue };
+            let mut op = self.func.insts[last].op.clone();
+            let mut changed = false;
+            let func = &*self.func;
+            let mut redirect = |bc: &mut BlockCall| {
+                // One step only (chains shrink over rounds; a cycle of empty blocks stays).
+                if let Some(next) = forward.get(&bc.block) {
+                    if next.block == bc.block {
+                        return;
+                    }
+                    let params = &func.blocks[bc.block].params;
+                    let args = next
+                        .args
+                        .iter()
+                        .map(|v| params.iter().position(|p| p == v).map_or(*v, |i| bc.args[i]))
+                        .collect();
+                    *bc = BlockCall::new(next.block, args);
+                    changed = true;
+                }
+            };
+            match &mut op {
+                Op::Jump(bc) => redirect(bc),
+                Op::Brif(_, t, e) => {
+                    redirect(t);
+                    redirect(e)
+                }
+                Op::Switch(_, cases) => cases.iter_mut().for_each(|(_, bc)| redirect(bc)),
+                _ => {}
+            }
+            if changed {
+                self.func.insts[last].op = op;
+                self.changed = true;
+            }
+        }
+    }
+
+    /// Removes instructions that cannot fail and whose results are unused, and records that
+    /// are only ever stored into (with those stores).
+    fn remove_dead(&mut self) {
+        loop {
+            let func = &*self.func;
+            let mut uses: SecondaryMap<Value, u32> = SecondaryMap::new();
+            // Uses other than as the address of a store.
+            let mut read_uses: SecondaryMap<Value, u32> = SecondaryMap::new();
+            for &b in &func.layout {
+                for &i in &func.blocks[b].insts {
+                    let op = &func.insts[i].op;
+                    op.for_each_operand(|v| uses[v] += 1);
+                    match op {
+                        Op::Store(v, _, _) => read_uses[*v] += 1,
+                        _ => op.for_each_operand(|v| read_uses[v] += 1),
+                    }
+                }
+            }
+            let mut dead: FxHashSet<Inst> = FxHashSet::default();
+            for &b in &func.layout {
+                for &i in &func.blocks[b].insts {
+                    let data = &func.insts[i];
+                    let unused = data.results.iter().all(|r| uses[*r] == 0);
+                    let removable = match &data.op {
+                        Op::Alloc(_) => read_uses[data.results[0]] == 0,
+                        Op::Store(_, p, _) => matches!(def_op(func, *p), Some(Op::Alloc(_))) && read_uses[*p] == 0,
+                        op => unused && !data.results.is_empty() && self.pure(op),
+                    };
+                    if removable {
+                        dead.insert(i);
+                    }
+                }
+            }
+            if dead.is_empty() {
+                return;
+            }
+            for b in self.func.layout.clone() {
+                self.func.blocks[b].insts.retain(|i| !dead.contains(i));
+            }
+            self.changed = true;
+        }
+    }
+
+    /// Can `op` be removed when its results are unused (it cannot fail and has no effect)?
+    fn pure(&self, op: &Op) -> bool {
+        match op {
+            Op::Iconst(_)
+            | Op::Fconst(_)
+            | Op::Bconst(_)
+            | Op::Null
+            | Op::TagConst(_)
+            | Op::Unary(..)
+            | Op::Icmp(..)
+            | Op::Fcmp(..)
+            | Op::Select(..)
+            | Op::Load(..)
+            | Op::ArrayLen(_)
+            | Op::ElemAddr(..) => true,
+            Op::Binary(BinaryOp::Sdiv | BinaryOp::Srem, _, y) => self.int(*y).is_some_and(|q| q != 0),
+            Op::Binary(..) => true,
+            Op::CallExt(e, _) => self.facts.pure.get(e.index()).copied().unwrap_or(false),
+            _ => false,
+        }
+    }
+}
+
+/// The result of folding an instruction.
+enum Folded {
+    /// Its result is this existing value.
+    Value(Value),
+    /// It becomes this operation (same result).
+    Op(Op),
+}
+
+/// A copy of `f` with only its layout's blocks, values and instructions, numbered in order.
+pub fn compact(f: &Function) -> Function {
+    let mut out = Function::empty(&f.name, f.sig.clone());
+    let mut bmap: SecondaryMap<Block, Option<Block>> = SecondaryMap::new();
+    let mut vmap: SecondaryMap<Value, Option<Value>> = SecondaryMap::new();
+    for &b in &f.layout {
+        let nb = out.blocks.push(BlockData::default());
+        out.layout.push(nb);
+        bmap[b] = Some(nb);
+    }
+    for &b in &f.layout {
+        let nb = bmap[b].expect("mapped above");
+        for &p in &f.blocks[b].params {
+            vmap[p] = Some(out.append_block_param(nb, f.values[p].ty));
+        }
+    }
+    let mut copies = Vec::new();
+    for &b in &f.layout {
+        let nb = bmap[b].expect("mapped above");
+        for &i in &f.blocks[b].insts {
+            let ni = out.insts.push(InstData { op: Op::Null, results: Vec::new() });
+            for (n, r) in f.insts[i].results.iter().enumerate() {
+                let v = out.values.push(ValueData { ty: f.values[*r].ty, def: ValueDef::Result(ni, n as u32) });
+                vmap[*r] = Some(v);
+                out.insts[ni].results.push(v);
+            }
+            out.blocks[nb].insts.push(ni);
+            copies.push((i, ni));
+        }
+    }
+    let mv = |v: Value| vmap[v].unwrap_or(v);
+    let mb =
+        |bc: &BlockCall| BlockCall::new(bmap[bc.block].unwrap_or(bc.block), bc.args.iter().map(|v| mv(*v)).collect());
+    for (i, ni) in copies {
+        out.insts[ni].op = match &f.insts[i].op {
+            Op::Jump(bc) => Op::Jump(mb(bc)),
+            Op::Brif(c, t, e) => Op::Brif(mv(*c), mb(t), mb(e)),
+            Op::Switch(v, cases) => Op::Switch(mv(*v), cases.iter().map(|(t, bc)| (*t, mb(bc))).collect()),
+            op => map_operands(op, &mv),
+        };
+    }
+    out
+}

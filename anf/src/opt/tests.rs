@@ -1,0 +1,327 @@
+//! The optimiser on hand-written IR: what it removes, what it must keep, and that its output
+//! verifies.
+
+use super::*;
+use crate::ir::{self, parse, print, verify};
+
+/// Parses `text`, optimises it with `main` as the root, verifies and prints the result.
+fn opt(text: &str) -> String {
+    let mut m = parse(text).unwrap_or_else(|e| panic!("{e:?}"));
+    verify(&m).unwrap_or_else(|e| panic!("input does not verify: {e:?}"));
+    let main = m.func_by_name("main").expect("a main function");
+    let map = optimize(&mut m, &[main], &OptOptions::default());
+    assert!(map.get(main).is_some(), "the root survives");
+    if let Err(es) = verify(&m) {
+        panic!(
+            "output does not verify:\n{}\n{}",
+            es.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"),
+            print(&m)
+        );
+    }
+    let text = print(&m);
+    assert_eq!(print(&parse(&text).unwrap()), text, "the output round-trips");
+    text
+}
+
+/// Instructions of function `name` whose text contains `what`.
+fn count(text: &str, name: &str, what: &str) -> usize {
+    let start = text.find(&format!("fn @{name}(")).unwrap_or_else(|| panic!("no @{name} in\n{text}"));
+    let body = &text[start..];
+    let end = body.find("\n}").unwrap_or(body.len());
+    body[..end].lines().filter(|l| l.contains(what)).count()
+}
+
+const SCALAR_LOOP: &str = "\
+fn @main() -> f64 {
+b0:
+    v0 = iconst 1000
+    v1 = fconst 0.0
+    v2 = iconst 0
+    jump b1(v2, v1)
+b1(v3: i64, v4: f64):
+    v5 = icmp lt v3, v0
+    brif v5, b2, b3(v4)
+b2:
+    v6 = null
+    v7 = call @step(v6, v4)
+    v8 = iconst 1
+    v9 = iadd v3, v8
+    jump b1(v9, v7)
+b3(v10: f64):
+    return v10
+}
+
+fn @step(ptr, f64) -> f64 {
+b0(v0: ptr, v1: f64):
+    v2 = fconst 0.5
+    v3 = fmul v1, v2
+    return v3
+}
+";
+
+#[test]
+fn small_callees_are_inlined_and_disappear() {
+    let out = opt(SCALAR_LOOP);
+    assert_eq!(count(&out, "main", "call"), 0, "{out}");
+    assert_eq!(count(&out, "main", "fmul"), 1, "{out}");
+    assert!(!out.contains("fn @step"), "the inlined helper is removed:\n{out}");
+    // The exit block's parameter always receives the loop's value: it is propagated.
+    assert!(out.contains("return v"), "{out}");
+}
+
+#[test]
+fn disabled_options_change_nothing() {
+    let mut m = parse(SCALAR_LOOP).unwrap();
+    let before = print(&m);
+    let map = optimize(&mut m, &[], &OptOptions::none());
+    assert_eq!(print(&m), before);
+    assert_eq!(map.new.len(), 2);
+}
+
+/// A closure made and applied in one function: after inlining, the switch on its constant tag
+/// folds, the load from its environment reads the stored value, and the record is not allocated.
+const KNOWN_CLOSURE: &str = "\
+tag t0 = @add_env env(f64)
+tag t1 = @mul_env env(f64)
+
+fn @main(f64) -> f64 {
+b0(v0: f64):
+    v1 = alloc 8
+    store v0, v1+0
+    v2 = tag t0
+    v3 = call @apply(v2, v1, v0)
+    return v3
+}
+
+fn @apply(i64, ptr, f64) -> f64 {
+b0(v0: i64, v1: ptr, v2: f64):
+    switch v0, [t0: b1, t1: b2]
+b1:
+    v3 = call @add_env(v1, v2)
+    jump b3(v3)
+b2:
+    v4 = call @mul_env(v1, v2)
+    jump b3(v4)
+b3(v5: f64):
+    return v5
+}
+
+fn @add_env(ptr, f64) -> f64 {
+b0(v0: ptr, v1: f64):
+    v2 = load.f64 v0+0
+    v3 = fadd v1, v2
+    return v3
+}
+
+fn @mul_env(ptr, f64) -> f64 {
+b0(v0: ptr, v1: f64):
+    v2 = load.f64 v0+0
+    v3 = fmul v1, v2
+    return v3
+}
+";
+
+#[test]
+fn known_closures_fold_and_their_environments_vanish() {
+    let out = opt(KNOWN_CLOSURE);
+    for gone in ["switch", "call", "alloc", "load", "store", "fmul"] {
+        assert_eq!(count(&out, "main", gone), 0, "`{gone}` left in\n{out}");
+    }
+    assert_eq!(count(&out, "main", "fadd v0, v0"), 1, "{out}");
+    // Tag functions stay (tags name them); the dispatcher nothing calls goes.
+    assert!(out.contains("fn @add_env") && out.contains("fn @mul_env") && !out.contains("fn @apply"), "{out}");
+}
+
+#[test]
+fn recursive_functions_are_not_inlined() {
+    let text = "\
+fn @main(i64) -> i64 {
+b0(v0: i64):
+    v1 = call @down(v0)
+    return v1
+}
+
+fn @down(i64) -> i64 {
+b0(v0: i64):
+    v1 = iconst 0
+    v2 = icmp le v0, v1
+    brif v2, b1, b2
+b1:
+    return v1
+b2:
+    v3 = iconst 1
+    v4 = isub v0, v3
+    v5 = call @down(v4)
+    return v5
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "call @down"), 1, "{out}");
+    assert_eq!(count(&out, "down", "call @down"), 1, "{out}");
+}
+
+/// A record stored twice at one offset (a reused scratch record) is read from memory.
+#[test]
+fn a_slot_stored_twice_is_not_forwarded() {
+    let text = "\
+extern fallible $nabla_bag_new(i64) -> ptr
+extern fallible $nabla_bag_insert(ptr, ptr, i64) -> ()
+
+fn @main() -> i64 {
+b0:
+    v0 = iconst 1
+    v1 = call $nabla_bag_new(v0)
+    v2 = alloc 8
+    v3 = iconst 5
+    store v3, v2+0
+    call $nabla_bag_insert(v1, v2, v0)
+    v4 = iconst 6
+    store v4, v2+0
+    call $nabla_bag_insert(v1, v2, v0)
+    v5 = load.i64 v2+0
+    return v5
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "store"), 2, "{out}");
+    assert_eq!(count(&out, "main", "load.i64"), 1, "{out}");
+}
+
+/// `nabla_map_get` writes its result through its last argument: that record is read back.
+#[test]
+fn records_written_by_support_functions_are_not_forwarded() {
+    let text = "\
+extern $nabla_map_get(ptr, ptr, ptr) -> bool
+
+fn @main(ptr, i64) -> i64 {
+b0(v0: ptr, v1: i64):
+    v2 = alloc 8
+    store v1, v2+0
+    v3 = alloc 8
+    store v1, v3+0
+    v4 = call $nabla_map_get(v0, v2, v3)
+    v5 = load.i64 v3+0
+    return v5
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "load.i64"), 1, "{out}");
+}
+
+/// When some function stores through a pointer it did not allocate, a record that escapes into
+/// a call is no longer trusted to keep its contents.
+#[test]
+fn escaping_records_are_not_forwarded_when_a_callee_writes_foreign_memory() {
+    let text = "\
+fn @main(i64) -> i64 {
+b0(v0: i64):
+    v1 = alloc 8
+    store v0, v1+0
+    call @clobber(v1)
+    v2 = load.i64 v1+0
+    return v2
+}
+
+fn @clobber(ptr) -> () {
+b0(v0: ptr):
+    v1 = iconst 7
+    store v1, v0+0
+    call @clobber2(v0)
+    return
+}
+
+fn @clobber2(ptr) -> () {
+b0(v0: ptr):
+    v1 = load.i64 v0+0
+    v2 = iconst 0
+    v3 = icmp eq v1, v2
+    brif v3, b1, b2
+b1:
+    call @clobber(v0)
+    return
+b2:
+    return
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "load.i64"), 1, "{out}");
+}
+
+/// Division by a constant zero must still fail at run time, even if its result is unused.
+#[test]
+fn failing_operations_are_kept() {
+    let text = "\
+fn @main(i64) -> i64 {
+b0(v0: i64):
+    v1 = iconst 0
+    v2 = sdiv v0, v1
+    v3 = iconst 3
+    v4 = srem v0, v3
+    v5 = iconst 7
+    v6 = iconst -1
+    v7 = sdiv v5, v6
+    return v7
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "sdiv v0"), 1, "{out}");
+    assert_eq!(count(&out, "main", "srem"), 0, "a remainder by a nonzero constant cannot fail:\n{out}");
+    assert_eq!(count(&out, "main", "iconst -7"), 1, "{out}");
+}
+
+#[test]
+fn constant_branches_fold_and_dead_blocks_go() {
+    let text = "\
+fn @main(i64) -> i64 {
+b0(v0: i64):
+    v1 = iconst 2
+    v2 = iconst 3
+    v3 = icmp lt v1, v2
+    brif v3, b1, b2
+b1:
+    v4 = iadd v0, v1
+    jump b3(v4)
+b2:
+    v5 = iconst -1
+    v6 = iconst 0
+    trap unreachable(v5, v6, v6)
+b3(v7: i64):
+    return v7
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "trap"), 0, "{out}");
+    assert_eq!(count(&out, "main", "brif"), 0, "{out}");
+    assert_eq!(out.matches("\nb").count(), 1, "one block is left:\n{out}");
+}
+
+/// Big functions with one call site are inlined; big functions called twice are not.
+#[test]
+fn size_threshold_and_single_call_sites() {
+    let mut body = String::new();
+    for i in 0..60 {
+        body.push_str(&format!("    v{} = iadd v{}, v0\n", i + 1, i));
+    }
+    let big = |name: &str| format!("fn @{name}(i64) -> i64 {{\nb0(v0: i64):\n{body}    return v60\n}}\n");
+    let once =
+        format!("fn @main(i64) -> i64 {{\nb0(v0: i64):\n    v1 = call @big(v0)\n    return v1\n}}\n\n{}", big("big"));
+    let out = opt(&once);
+    assert_eq!(count(&out, "main", "call"), 0, "{out}");
+    let twice = format!(
+        "fn @main(i64) -> i64 {{\nb0(v0: i64):\n    v1 = call @big(v0)\n    v2 = call @big(v1)\n    return v2\n}}\n\n{}",
+        big("big")
+    );
+    let out = opt(&twice);
+    assert_eq!(count(&out, "main", "call @big"), 2, "{out}");
+}
+
+#[test]
+fn every_function_is_renumbered_densely() {
+    let out = opt(KNOWN_CLOSURE);
+    let m = parse(&out).unwrap();
+    for f in m.funcs.values() {
+        let defined: usize = f.layout.iter().map(|b| f.blocks[*b].params.len()).sum::<usize>()
+            + f.layout.iter().flat_map(|b| &f.blocks[*b].insts).map(|i| f.insts[*i].results.len()).sum::<usize>();
+        assert_eq!(defined, f.values.len(), "{}", ir::print_function(&m, f));
+    }
+}
