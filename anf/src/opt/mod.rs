@@ -1,6 +1,7 @@
 //! IR optimisation between lowering and the JIT: inlining of small non-recursive functions, then
 //! local clean-up (copy propagation, constant folding, store-to-load forwarding through fresh
-//! records, branch folding, block merging, dead code), then removal of functions nothing calls.
+//! records, branch folding, block merging, dead code), bag fusion (a fresh bag added once into
+//! another is never built: `bags`), then removal of functions nothing calls.
 //!
 //! Cranelift does not inline, so without this pass every λ applied in a loop costs a call per
 //! iteration, and closures built and applied in the same function still allocate their
@@ -13,6 +14,7 @@
 //! can trap is removed or reordered (only unused allocations and loads, which cannot fail
 //! in verified IR, disappear).
 
+mod bags;
 mod inline;
 mod simplify;
 
@@ -100,6 +102,13 @@ pub fn optimize(module: &mut Module, roots: &[FuncId], options: &OptOptions) -> 
             inlined = true;
         }
         if inlined {
+            simplify::simplify_function(module, f, &facts);
+        }
+        let placeholder = crate::ir::Function::empty("", Default::default());
+        let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
+        let fused = bags::fuse(module, &mut func);
+        module.funcs[f] = func;
+        if fused {
             simplify::simplify_function(module, f, &facts);
         }
     }

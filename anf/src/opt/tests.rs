@@ -325,3 +325,103 @@ fn every_function_is_renumbered_densely() {
         assert_eq!(defined, f.values.len(), "{}", ir::print_function(&m, f));
     }
 }
+
+/// `flatMapBag (fun x -> bag{x # x, x + 1 # x + 1}) b` after inlining: the per-element bag is never made.
+const FLAT_MAP: &str = "\
+extern fallible $nabla_bag_new(i64) -> ptr
+extern fallible $nabla_bag_insert(ptr, ptr, i64) -> ()
+extern fallible $nabla_bag_entries(ptr) -> ptr
+extern fallible $nabla_bag_add_scaled(ptr, ptr, i64) -> ()
+
+fn @main(ptr) -> ptr {
+b0(v0: ptr):
+    v1 = iconst 1
+    v2 = call $nabla_bag_new(v1)
+    v3 = call $nabla_bag_entries(v0)
+    v4 = arraylen v3
+    v5 = iconst 0
+    jump b1(v5)
+b1(v6: i64):
+    v7 = icmp lt v6, v4
+    brif v7, b2, b3
+b2:
+    v8 = elemaddr v3, v6, 16
+    v9 = load.i64 v8+0
+    v10 = load.i64 v8+8
+    v11 = call @f(v9)
+    call $nabla_bag_add_scaled(v2, v11, v10)
+    v12 = iconst 1
+    v13 = iadd v6, v12
+    jump b1(v13)
+b3:
+    return v2
+}
+
+fn @f(i64) -> ptr {
+b0(v0: i64):
+    v1 = iconst 1
+    v2 = call $nabla_bag_new(v1)
+    v3 = alloc 8
+    store v0, v3+0
+    call $nabla_bag_insert(v2, v3, v0)
+    v4 = iadd v0, v1
+    store v4, v3+0
+    call $nabla_bag_insert(v2, v3, v4)
+    return v2
+}
+";
+
+#[test]
+fn fresh_bags_added_once_are_fused_into_their_destination() {
+    let out = opt(FLAT_MAP);
+    assert_eq!(count(&out, "main", "bag_new"), 1, "{out}");
+    assert_eq!(count(&out, "main", "add_scaled"), 0, "{out}");
+    assert_eq!(count(&out, "main", "bag_insert(v"), 2, "{out}");
+    // Each insert is scaled by the element's multiplicity.
+    assert_eq!(count(&out, "main", "imul"), 2, "{out}");
+}
+
+/// The destination is read between the inner bag's creation and its addition: no fusion.
+#[test]
+fn fusion_keeps_bags_whose_destination_is_read_meanwhile() {
+    let text = FLAT_MAP
+        .replace(
+            "    v11 = call @f(v9)\n",
+            "    v11 = call @f(v9)\n    v14 = call $nabla_bag_len(v2)\n    v15 = iadd v10, v14\n",
+        )
+        .replace("add_scaled(v2, v11, v10)", "add_scaled(v2, v11, v15)")
+        .replace(
+            "extern fallible $nabla_bag_add_scaled",
+            "extern $nabla_bag_len(ptr) -> i64\nextern fallible $nabla_bag_add_scaled",
+        );
+    let out = opt(&text);
+    assert_eq!(count(&out, "main", "add_scaled"), 1, "{out}");
+}
+
+/// A bag added on one branch only is built: the other path would lose its inserts' absence.
+#[test]
+fn fusion_needs_every_path_to_reach_the_addition() {
+    let text = "\
+extern fallible $nabla_bag_new(i64) -> ptr
+extern fallible $nabla_bag_insert(ptr, ptr, i64) -> ()
+extern fallible $nabla_bag_add_into(ptr, ptr) -> ()
+
+fn @main(ptr, bool, i64) -> ptr {
+b0(v0: ptr, v1: bool, v2: i64):
+    v3 = iconst 1
+    v4 = call $nabla_bag_new(v3)
+    v5 = alloc 8
+    store v2, v5+0
+    call $nabla_bag_insert(v4, v5, v3)
+    brif v1, b1, b2
+b1:
+    call $nabla_bag_add_into(v0, v4)
+    jump b2
+b2:
+    return v0
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "bag_new"), 1, "{out}");
+    assert_eq!(count(&out, "main", "add_into"), 1, "{out}");
+}
