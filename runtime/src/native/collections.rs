@@ -118,17 +118,59 @@ impl fmt::Debug for Words {
     }
 }
 
+/// A key of at most [`INLINE`] words, zero-padded (a bag's keys all have one width, so padding
+/// never makes two keys equal). Hashed word by word: one multiply per word with `FxHasher`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Short([u64; INLINE]);
+
+impl Short {
+    fn of(ws: &[u64]) -> Short {
+        let mut a = [0; INLINE];
+        a[..ws.len()].copy_from_slice(ws);
+        Short(a)
+    }
+}
+
+impl Hash for Short {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        for w in self.0 {
+            state.write_u64(w);
+        }
+    }
+}
+
 /// A multiset with signed multiplicities over keys of `key_words` words.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+///
+/// Keys of up to [`INLINE`] words (every `Int`, `Bool` and pair of them) live in a table of
+/// fixed-size keys; wider keys are boxed. The sorted entry array compiled code folds over is
+/// cached until the bag changes (see [`Bag::cached_entries`]).
+#[derive(Clone, Debug, Default)]
 pub struct Bag {
     key_words: usize,
-    counts: FxHashMap<Words, i64>,
+    short: FxHashMap<Short, i64>,
+    wide: FxHashMap<Box<[u64]>, i64>,
+    /// The arena array `nabla_bag_entries` last made for this bag, while the bag is unchanged
+    /// (the array itself is immutable and lives as long as the bag: both go at `reset`).
+    entries_cache: Option<std::ptr::NonNull<u8>>,
 }
+
+impl PartialEq for Bag {
+    fn eq(&self, other: &Bag) -> bool {
+        self.key_words == other.key_words && self.short == other.short && self.wide == other.wide
+    }
+}
+
+impl Eq for Bag {}
 
 impl Bag {
     /// The empty bag of keys `key_words` wide.
     pub fn new(key_words: usize) -> Bag {
-        Bag { key_words, counts: FxHashMap::default() }
+        Bag { key_words, ..Bag::default() }
+    }
+
+    /// Are this bag's keys stored as [`Short`]s?
+    fn is_short(&self) -> bool {
+        self.key_words <= INLINE
     }
 
     /// The key width in words.
@@ -138,17 +180,21 @@ impl Bag {
 
     /// Number of keys with a nonzero multiplicity.
     pub fn len(&self) -> usize {
-        self.counts.len()
+        self.short.len() + self.wide.len()
     }
 
     /// Is every multiplicity zero?
     pub fn is_empty(&self) -> bool {
-        self.counts.is_empty()
+        self.len() == 0
     }
 
     /// The multiplicity of `key` (0 when absent).
     pub fn count(&self, key: &[u64]) -> i64 {
-        self.counts.get(key).copied().unwrap_or(0)
+        if key.len() != self.key_words {
+            return 0;
+        }
+        let found = if self.is_short() { self.short.get(&Short::of(key)) } else { self.wide.get(key) };
+        found.copied().unwrap_or(0)
     }
 
     /// Adds `mult` to `key`'s multiplicity (wrapping, as Int arithmetic and the interpreter's bags
@@ -160,17 +206,20 @@ impl Bag {
         if mult == 0 {
             return Ok(());
         }
-        match self.counts.get_mut(key) {
-            Some(m) => {
-                let sum = m.wrapping_add(mult);
-                if sum == 0 {
-                    self.counts.remove(key);
-                } else {
-                    *m = sum;
+        self.entries_cache = None;
+        if self.is_short() {
+            add_count(&mut self.short, Short::of(key), mult);
+        } else {
+            match self.wide.get_mut(key) {
+                Some(m) => {
+                    *m = m.wrapping_add(mult);
+                    if *m == 0 {
+                        self.wide.remove(key);
+                    }
                 }
-            }
-            None => {
-                self.counts.insert(Words::new(key), mult);
+                None => {
+                    self.wide.insert(key.into(), mult);
+                }
             }
         }
         Ok(())
@@ -182,36 +231,50 @@ impl Bag {
             return Err(CollectionError::WidthMismatch { expected: self.key_words, found: other.key_words });
         }
         let (mut out, smaller) = if self.len() >= other.len() { (self.clone(), other) } else { (other.clone(), self) };
-        for (k, m) in &smaller.counts {
-            out.insert(k.as_slice(), *m)?;
-        }
+        out.add_scaled(smaller, 1)?;
         Ok(out)
+    }
+
+    /// Adds every entry of `src` times `m` (wrapping) to this bag, in place.
+    pub fn add_scaled(&mut self, src: &Bag, m: i64) -> Result<(), CollectionError> {
+        if src.key_words != self.key_words {
+            return Err(CollectionError::WidthMismatch { expected: self.key_words, found: src.key_words });
+        }
+        if src.is_empty() || m == 0 {
+            return Ok(());
+        }
+        self.entries_cache = None;
+        if self.is_short() {
+            self.short.reserve(src.short.len());
+            for (k, n) in &src.short {
+                add_count(&mut self.short, *k, n.wrapping_mul(m));
+            }
+            Ok(())
+        } else {
+            for (k, n) in &src.wide {
+                self.insert(k, n.wrapping_mul(m))?;
+            }
+            Ok(())
+        }
     }
 
     /// Every multiplicity negated, wrapping (the bag group's inverse).
     pub fn negate(&self) -> Result<Bag, CollectionError> {
-        let mut out = Bag::new(self.key_words);
-        for (k, m) in &self.counts {
-            out.counts.insert(k.clone(), m.wrapping_neg());
-        }
-        Ok(out)
+        Ok(self.scale(-1))
     }
 
     /// Every multiplicity multiplied by `m`, wrapping; entries that become zero are dropped.
     pub fn scale(&self, m: i64) -> Bag {
         let mut out = Bag::new(self.key_words);
-        for (k, n) in &self.counts {
-            let p = n.wrapping_mul(m);
-            if p != 0 {
-                out.counts.insert(k.clone(), p);
-            }
-        }
+        out.short = self.short.iter().map(|(k, n)| (*k, n.wrapping_mul(m))).filter(|(_, n)| *n != 0).collect();
+        out.wide = self.wide.iter().map(|(k, n)| (k.clone(), n.wrapping_mul(m))).filter(|(_, n)| *n != 0).collect();
         out
     }
 
     /// `(key, multiplicity)` pairs in no particular order.
     pub fn entries(&self) -> impl Iterator<Item = (&[u64], i64)> + '_ {
-        self.counts.iter().map(|(k, m)| (k.as_slice(), *m))
+        let kw = self.key_words.min(INLINE);
+        self.short.iter().map(move |(k, m)| (&k.0[..kw], *m)).chain(self.wide.iter().map(|(k, m)| (&k[..], *m)))
     }
 
     /// `(key, multiplicity)` pairs sorted by key.
@@ -220,6 +283,111 @@ impl Bag {
         // Keys are distinct, so an unstable sort gives one order.
         es.sort_unstable_by(|a, b| cmp_keys(a.0, b.0));
         es
+    }
+
+    /// The entries as records `[key words…, multiplicity]`, sorted by key, written to `out`
+    /// (which has room for `len() * (key_words + 1)` words).
+    pub fn write_sorted_records(&self, out: &mut [u64]) {
+        let kw = self.key_words;
+        if self.is_short() {
+            // Integer keys sort by radix, much cheaper than comparing key slices.
+            let mut es: Vec<[u64; 3]> =
+                self.short.iter().map(|(k, m)| [k.0[0] ^ SIGN, k.0[1] ^ SIGN, *m as u64]).collect();
+            sort_short_keys(&mut es);
+            for (rec, [a, b, m]) in out.chunks_exact_mut(kw + 1).zip(es) {
+                let words = [a ^ SIGN, b ^ SIGN];
+                rec[..kw].copy_from_slice(&words[..kw]);
+                rec[kw] = m;
+            }
+        } else {
+            for (rec, (k, m)) in out.chunks_exact_mut(kw + 1).zip(self.sorted_entries()) {
+                rec[..kw].copy_from_slice(k);
+                rec[kw] = m as u64;
+            }
+        }
+    }
+
+    /// The entry array made for this bag since it last changed, if any.
+    pub fn cached_entries(&self) -> Option<*mut u8> {
+        self.entries_cache.map(|p| p.as_ptr())
+    }
+
+    /// Remembers the entry array made for this bag as it is now.
+    pub fn cache_entries(&mut self, array: *mut u8) {
+        self.entries_cache = std::ptr::NonNull::new(array);
+    }
+}
+
+/// Flipping the sign bit maps signed order onto unsigned order.
+const SIGN: u64 = 1 << 63;
+
+/// Sorts `[first word, second word, payload]` records by their two (sign-flipped) key words:
+/// least-significant-digit radix sort over bytes, skipping the bytes no two keys differ in (keys
+/// are usually small integers, so one or two passes per word). Short inputs use a comparison
+/// sort. The records' keys are distinct, so the order is the one `cmp_keys` gives.
+fn sort_short_keys(es: &mut Vec<[u64; 3]>) {
+    if es.len() < 128 {
+        es.sort_unstable_by_key(|e| (e[0], e[1]));
+        return;
+    }
+    // Which bits vary among the keys.
+    let (first0, first1) = (es[0][0], es[0][1]);
+    let (mut vary0, mut vary1) = (0u64, 0u64);
+    for e in es.iter() {
+        vary0 |= e[0] ^ first0;
+        vary1 |= e[1] ^ first1;
+    }
+    let mut buf = vec![[0u64; 3]; es.len()];
+    let mut src_is_es = true;
+    // Second word first (least significant), then the first word.
+    for (word, vary) in [(1usize, vary1), (0usize, vary0)] {
+        for byte in 0..8 {
+            let shift = 8 * byte;
+            if (vary >> shift) & 0xff == 0 {
+                continue;
+            }
+            let (src, dst): (&[[u64; 3]], &mut [[u64; 3]]) =
+                if src_is_es { (&es[..], &mut buf[..]) } else { (&buf[..], &mut es[..]) };
+            let mut offsets = [0usize; 256];
+            for e in src {
+                offsets[((e[word] >> shift) & 0xff) as usize] += 1;
+            }
+            let mut sum = 0;
+            for o in offsets.iter_mut() {
+                let c = *o;
+                *o = sum;
+                sum += c;
+            }
+            for e in src {
+                let d = ((e[word] >> shift) & 0xff) as usize;
+                dst[offsets[d]] = *e;
+                offsets[d] += 1;
+            }
+            src_is_es = !src_is_es;
+        }
+    }
+    if !src_is_es {
+        es.copy_from_slice(&buf);
+    }
+}
+
+/// Adds `mult` to `key`'s count, dropping it at zero.
+fn add_count(map: &mut FxHashMap<Short, i64>, key: Short, mult: i64) {
+    if mult == 0 {
+        return;
+    }
+    match map.entry(key) {
+        std::collections::hash_map::Entry::Occupied(mut e) => {
+            let sum = e.get().wrapping_add(mult);
+            if sum == 0 {
+                e.remove();
+            } else {
+                *e.get_mut() = sum;
+            }
+        }
+        std::collections::hash_map::Entry::Vacant(e) => {
+            e.insert(mult);
+        }
     }
 }
 
@@ -320,6 +488,28 @@ mod tests {
         assert_eq!(big.negate().unwrap().count(&[]), i64::MIN);
         assert_eq!(big.scale(2).len(), 0, "MIN * 2 wraps to 0 and is dropped");
         assert_eq!(a.merge(&Bag::new(2)), Err(CollectionError::WidthMismatch { expected: 1, found: 2 }));
+    }
+
+    #[test]
+    fn sorted_records_follow_signed_key_order() {
+        // Enough keys for the radix sort, with negatives, gaps and both words varying.
+        for kw in [1usize, 2] {
+            let mut b = Bag::new(kw);
+            let mut x: u64 = 12345;
+            for i in 0..3000i64 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let k0 = (x >> 33) as i64 % 2001 - 1000;
+                let key = [k0 as u64, (i % 7 - 3) as u64];
+                b.insert(&key[..kw], i % 5 - 2).unwrap();
+            }
+            let n = b.len();
+            let mut out = vec![0u64; n * (kw + 1)];
+            b.write_sorted_records(&mut out);
+            let expected: Vec<u64> =
+                b.sorted_entries().iter().flat_map(|(k, m)| k.iter().copied().chain([*m as u64])).collect();
+            assert_eq!(out, expected, "width {kw}");
+            assert!(n > 128, "the radix path ran");
+        }
     }
 
     #[test]

@@ -128,12 +128,7 @@ pub unsafe extern "C" fn nabla_bag_add_scaled(ctx: *mut CtxHeader, dst: *mut Bag
             *dst = scaled;
             return Ok(());
         }
-        let src = &*src;
-        let dst = &mut *dst;
-        for (k, n) in src.entries() {
-            dst.insert(k, n.wrapping_mul(m))?;
-        }
-        Ok(())
+        Ok((*dst).add_scaled(&*src, m)?)
     })
 }
 
@@ -174,18 +169,19 @@ pub unsafe extern "C" fn nabla_bag_len(_ctx: *mut CtxHeader, bag: *const Bag) ->
     (*bag).len() as i64
 }
 
-/// An arena array of `{key words, multiplicity}` records sorted by key.
-pub unsafe extern "C" fn nabla_bag_entries(ctx: *mut CtxHeader, bag: *const Bag) -> *mut u8 {
+/// An arena array of `{key words, multiplicity}` records sorted by key. Compiled code never
+/// writes to it, so the array is made once per state of the bag and handed out again until the
+/// bag changes (a fold over a bag inside a loop sorts it once).
+pub unsafe extern "C" fn nabla_bag_entries(ctx: *mut CtxHeader, bag: *mut Bag) -> *mut u8 {
     guard(ctx, std::ptr::null_mut(), |cx| {
-        let bag = &*bag;
-        let kw = bag.key_words();
-        let entries = bag.sorted_entries();
-        let (array, elems) = cx.new_array_slots(entries.len(), kw + 1)?;
-        for (i, (k, m)) in entries.iter().enumerate() {
-            let rec = elems.add(i * (kw + 1));
-            std::ptr::copy_nonoverlapping(k.as_ptr(), rec, kw);
-            rec.add(kw).write(*m as u64);
+        let bag = &mut *bag;
+        if let Some(array) = bag.cached_entries() {
+            return Ok(array);
         }
+        let rec = bag.key_words() + 1;
+        let (array, elems) = cx.new_array_slots(bag.len(), rec)?;
+        bag.write_sorted_records(std::slice::from_raw_parts_mut(elems, bag.len() * rec));
+        bag.cache_entries(array);
         Ok(array)
     })
 }
