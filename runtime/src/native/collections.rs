@@ -125,9 +125,12 @@ struct Short([u64; INLINE]);
 
 impl Short {
     fn of(ws: &[u64]) -> Short {
-        let mut a = [0; INLINE];
-        a[..ws.len()].copy_from_slice(ws);
-        Short(a)
+        // By cases: a variable-length copy would be a call to `memcpy` per key.
+        match *ws {
+            [] => Short([0, 0]),
+            [a] => Short([a, 0]),
+            [a, b, ..] => Short([a, b]),
+        }
     }
 }
 
@@ -286,18 +289,28 @@ impl Bag {
     }
 
     /// The entries as records `[key words…, multiplicity]`, sorted by key, written to `out`
-    /// (which has room for `len() * (key_words + 1)` words).
-    pub fn write_sorted_records(&self, out: &mut [u64]) {
+    /// (which has room for `len() * (key_words + 1)` words), sorting in `scratch`.
+    pub fn write_sorted_records(&self, out: &mut [u64], scratch: &mut SortScratch) {
         let kw = self.key_words;
         if self.is_short() {
             // Integer keys sort by radix, much cheaper than comparing key slices.
-            let mut es: Vec<[u64; 3]> =
-                self.short.iter().map(|(k, m)| [k.0[0] ^ SIGN, k.0[1] ^ SIGN, *m as u64]).collect();
-            sort_short_keys(&mut es);
-            for (rec, [a, b, m]) in out.chunks_exact_mut(kw + 1).zip(es) {
-                let words = [a ^ SIGN, b ^ SIGN];
-                rec[..kw].copy_from_slice(&words[..kw]);
-                rec[kw] = m;
+            let es = &mut scratch.records;
+            es.clear();
+            es.extend(self.short.iter().map(|(k, m)| [k.0[0] ^ SIGN, k.0[1] ^ SIGN, *m as u64]));
+            sort_short_keys(es, &mut scratch.buffer);
+            // By width: a variable-length copy would be a call to `memcpy` per record.
+            let records = es.iter().copied();
+            match kw {
+                0 => out.iter_mut().zip(records).for_each(|(w, [_, _, m])| *w = m),
+                1 => out.chunks_exact_mut(2).zip(records).for_each(|(r, [a, _, m])| {
+                    r[0] = a ^ SIGN;
+                    r[1] = m;
+                }),
+                _ => out.chunks_exact_mut(3).zip(records).for_each(|(r, [a, b, m])| {
+                    r[0] = a ^ SIGN;
+                    r[1] = b ^ SIGN;
+                    r[2] = m;
+                }),
             }
         } else {
             for (rec, (k, m)) in out.chunks_exact_mut(kw + 1).zip(self.sorted_entries()) {
@@ -305,6 +318,14 @@ impl Bag {
                 rec[kw] = m as u64;
             }
         }
+    }
+
+    /// Empties the bag for reuse with keys `key_words` wide, keeping its tables' capacity.
+    pub fn recycle(&mut self, key_words: usize) {
+        self.key_words = key_words;
+        self.short.clear();
+        self.wide.clear();
+        self.entries_cache = None;
     }
 
     /// The entry array made for this bag since it last changed, if any.
@@ -318,6 +339,14 @@ impl Bag {
     }
 }
 
+/// Buffers the entry sort reuses (kept in the call context, so sorting a big bag allocates
+/// nothing once a call has sorted one as big).
+#[derive(Default)]
+pub struct SortScratch {
+    records: Vec<[u64; 3]>,
+    buffer: Vec<[u64; 3]>,
+}
+
 /// Flipping the sign bit maps signed order onto unsigned order.
 const SIGN: u64 = 1 << 63;
 
@@ -325,7 +354,7 @@ const SIGN: u64 = 1 << 63;
 /// least-significant-digit radix sort over bytes, skipping the bytes no two keys differ in (keys
 /// are usually small integers, so one or two passes per word). Short inputs use a comparison
 /// sort. The records' keys are distinct, so the order is the one `cmp_keys` gives.
-fn sort_short_keys(es: &mut Vec<[u64; 3]>) {
+fn sort_short_keys(es: &mut [[u64; 3]], buf: &mut Vec<[u64; 3]>) {
     if es.len() < 128 {
         es.sort_unstable_by_key(|e| (e[0], e[1]));
         return;
@@ -337,7 +366,8 @@ fn sort_short_keys(es: &mut Vec<[u64; 3]>) {
         vary0 |= e[0] ^ first0;
         vary1 |= e[1] ^ first1;
     }
-    let mut buf = vec![[0u64; 3]; es.len()];
+    buf.clear();
+    buf.resize(es.len(), [0; 3]);
     let mut src_is_es = true;
     // Second word first (least significant), then the first word.
     for (word, vary) in [(1usize, vary1), (0usize, vary0)] {
@@ -347,7 +377,7 @@ fn sort_short_keys(es: &mut Vec<[u64; 3]>) {
                 continue;
             }
             let (src, dst): (&[[u64; 3]], &mut [[u64; 3]]) =
-                if src_is_es { (&es[..], &mut buf[..]) } else { (&buf[..], &mut es[..]) };
+                if src_is_es { (&*es, &mut buf[..]) } else { (&buf[..], &mut *es) };
             let mut offsets = [0usize; 256];
             for e in src {
                 offsets[((e[word] >> shift) & 0xff) as usize] += 1;
@@ -367,7 +397,7 @@ fn sort_short_keys(es: &mut Vec<[u64; 3]>) {
         }
     }
     if !src_is_es {
-        es.copy_from_slice(&buf);
+        es.copy_from_slice(buf);
     }
 }
 
@@ -504,7 +534,7 @@ mod tests {
             }
             let n = b.len();
             let mut out = vec![0u64; n * (kw + 1)];
-            b.write_sorted_records(&mut out);
+            b.write_sorted_records(&mut out, &mut SortScratch::default());
             let expected: Vec<u64> =
                 b.sorted_entries().iter().flat_map(|(k, m)| k.iter().copied().chain([*m as u64])).collect();
             assert_eq!(out, expected, "width {kw}");

@@ -91,8 +91,18 @@ pub struct CallCtx {
     bags: Vec<Box<Bag>>,
     #[allow(clippy::vec_box)]
     maps: Vec<Box<Map>>,
+    /// Bags of earlier calls, emptied but keeping their tables, in the order the last call made
+    /// them (the next `fresh_bag` takes the first): a program run again gets each bag's table
+    /// back at its old size, with no allocation, page faults or rehashing as it grows.
+    #[allow(clippy::vec_box)]
+    spare_bags: Vec<Box<Bag>>,
+    /// Reused buffers for sorting entry records.
+    pub(crate) sort_scratch: collections::SortScratch,
     error: Option<NativeError>,
 }
+
+/// At most this many emptied bags are kept for the next call.
+const MAX_SPARE_BAGS: usize = 1 << 14;
 
 impl CallCtx {
     /// A context whose arena may grow to `arena_limit` bytes.
@@ -102,6 +112,8 @@ impl CallCtx {
             arena: Arena::new(arena_limit),
             bags: Vec::new(),
             maps: Vec::new(),
+            spare_bags: Vec::new(),
+            sort_scratch: Default::default(),
             error: None,
         })
     }
@@ -144,7 +156,11 @@ impl CallCtx {
 
     /// Frees everything compiled code allocated and clears the error, ready for the next call.
     pub fn reset(&mut self) {
-        self.bags.clear();
+        // Spares are taken from the end: push this call's bags last-made first.
+        let mut bags = std::mem::take(&mut self.bags);
+        let keep = MAX_SPARE_BAGS.saturating_sub(self.spare_bags.len()).min(bags.len());
+        bags.truncate(keep);
+        self.spare_bags.extend(bags.into_iter().rev());
         self.maps.clear();
         self.error = None;
         self.header.status = 0;
@@ -169,6 +185,20 @@ impl CallCtx {
         let p: *mut Bag = &mut *b;
         self.bags.push(b);
         p
+    }
+
+    /// A new empty bag of keys `key_words` wide (an emptied bag of an earlier call when there
+    /// is one), owned by the context.
+    pub fn fresh_bag(&mut self, key_words: usize) -> *mut Bag {
+        match self.spare_bags.pop() {
+            Some(mut b) => {
+                b.recycle(key_words);
+                let p: *mut Bag = &mut *b;
+                self.bags.push(b);
+                p
+            }
+            None => self.new_bag(Bag::new(key_words)),
+        }
     }
 
     /// Takes ownership of a map and returns the pointer compiled code uses for it.

@@ -95,7 +95,7 @@ pub unsafe extern "C" fn nabla_pow(_ctx: *mut CtxHeader, x: f64, y: f64) -> f64 
 
 /// A new empty bag of keys `key_words` wide.
 pub unsafe extern "C" fn nabla_bag_new(ctx: *mut CtxHeader, key_words: i64) -> *mut Bag {
-    guard(ctx, std::ptr::null_mut(), |cx| Ok(cx.new_bag(Bag::new(width(key_words)?))))
+    guard(ctx, std::ptr::null_mut(), |cx| Ok(cx.fresh_bag(width(key_words)?)))
 }
 
 /// Adds `mult` copies of the key at `key` to a fresh bag, in place.
@@ -180,7 +180,7 @@ pub unsafe extern "C" fn nabla_bag_entries(ctx: *mut CtxHeader, bag: *mut Bag) -
         }
         let rec = bag.key_words() + 1;
         let (array, elems) = cx.new_array_slots(bag.len(), rec)?;
-        bag.write_sorted_records(std::slice::from_raw_parts_mut(elems, bag.len() * rec));
+        bag.write_sorted_records(std::slice::from_raw_parts_mut(elems, bag.len() * rec), &mut cx.sort_scratch);
         bag.cache_entries(array);
         Ok(array)
     })

@@ -372,3 +372,37 @@ fn collection_errors_and_panics_become_call_errors() {
     assert!(bad.is_null());
     assert_eq!(cx.failure().unwrap().status, STATUS_PANIC, "the first error wins");
 }
+
+#[test]
+fn bags_of_an_earlier_call_come_back_empty_and_entry_arrays_follow_changes() {
+    let mut cx = CallCtx::new(DEFAULT_ARENA_LIMIT);
+    let h = cx.header();
+    let key = |k: &[u64]| k.to_vec();
+    unsafe {
+        let a = support::nabla_bag_new(h, 1);
+        for k in 0..300u64 {
+            support::nabla_bag_insert(h, a, key(&[k]).as_ptr(), 2);
+        }
+        let e1 = support::nabla_bag_entries(h, a);
+        assert_eq!(support::nabla_bag_entries(h, a), e1, "an unchanged bag's entries are made once");
+        support::nabla_bag_insert(h, a, key(&[(-5i64) as u64]).as_ptr(), 1);
+        let e2 = support::nabla_bag_entries(h, a);
+        assert_ne!(e2, e1, "a change makes a new array");
+        let (n, words) = read_array(Word::from_ptr(e2), 2);
+        assert_eq!((n, words[0].as_i64(), words[1].as_i64()), (301, -5, 1), "sorted, the new key first");
+        assert_eq!(*(e1 as *const i64), 300, "the old array is intact");
+    }
+    cx.reset();
+    let h = cx.header();
+    unsafe {
+        // The first bag of the next call reuses the table of the first bag of the last one.
+        let b = support::nabla_bag_new(h, 2);
+        assert_eq!((support::nabla_bag_len(h, b), (*b).key_words()), (0, 2));
+        assert_eq!(support::nabla_bag_count(h, b, key(&[7, 0]).as_ptr()), 0);
+        support::nabla_bag_insert(h, b, key(&[7, 1]).as_ptr(), 3);
+        assert_eq!(support::nabla_bag_count(h, b, key(&[7, 1]).as_ptr()), 3);
+        let (n, words) = read_array(Word::from_ptr(support::nabla_bag_entries(h, b)), 3);
+        assert_eq!((n, words.iter().map(|w| w.as_i64()).collect::<Vec<_>>()), (1, vec![7, 1, 3]));
+    }
+    assert_eq!(cx.failure(), None);
+}
