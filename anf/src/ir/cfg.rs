@@ -2,7 +2,7 @@
 //! dominators (Cooper, Harvey & Kennedy, "A Simple, Fast Dominance Algorithm").
 
 use super::entity::SecondaryMap;
-use super::{Block, Function};
+use super::{Block, Function, Op};
 
 /// The blocks `block`'s terminator can branch to, in operand order (duplicates kept).
 pub fn successors(func: &Function, block: Block) -> Vec<Block> {
@@ -12,29 +12,44 @@ pub fn successors(func: &Function, block: Block) -> Vec<Block> {
     }
 }
 
+/// Successor `k` of `block` (in operand order), without allocating.
+pub fn successor(func: &Function, block: Block, k: usize) -> Option<Block> {
+    match func.terminator(block)? {
+        Op::Jump(bc) => (k == 0).then_some(bc.block),
+        Op::Brif(_, t, e) => match k {
+            0 => Some(t.block),
+            1 => Some(e.block),
+            _ => None,
+        },
+        Op::Switch(_, cases) => cases.get(k).map(|(_, bc)| bc.block),
+        _ => None,
+    }
+}
+
 /// Blocks reachable from the entry in reverse postorder: every block comes after its dominators.
 /// Branches to blocks outside the layout are ignored.
 pub fn reverse_postorder(func: &Function) -> Vec<Block> {
     let Some(entry) = func.entry() else { return Vec::new() };
     let in_layout = layout_set(func);
     let mut visited: SecondaryMap<Block, bool> = SecondaryMap::new();
-    let mut post = Vec::new();
-    // Iterative DFS: (block, successors, next successor index).
-    let mut stack: Vec<(Block, Vec<Block>, usize)> = Vec::new();
+    let mut post = Vec::with_capacity(func.layout.len());
+    // Iterative DFS: (block, next successor index).
+    let mut stack: Vec<(Block, usize)> = Vec::new();
     visited[entry] = true;
-    stack.push((entry, successors(func, entry), 0));
-    while let Some((b, succs, i)) = stack.last_mut() {
-        if *i < succs.len() {
-            let s = succs[*i];
-            *i += 1;
-            if in_layout[s] && !visited[s] {
-                visited[s] = true;
-                let ss = successors(func, s);
-                stack.push((s, ss, 0));
+    stack.push((entry, 0));
+    while let Some((b, i)) = stack.last_mut() {
+        match successor(func, *b, *i) {
+            Some(s) => {
+                *i += 1;
+                if in_layout[s] && !visited[s] {
+                    visited[s] = true;
+                    stack.push((s, 0));
+                }
             }
-        } else {
-            post.push(*b);
-            stack.pop();
+            None => {
+                post.push(*b);
+                stack.pop();
+            }
         }
     }
     post.reverse();
@@ -68,7 +83,9 @@ impl Dominators {
         }
         let mut preds: SecondaryMap<Block, Vec<Block>> = SecondaryMap::new();
         for &b in &rpo {
-            for s in successors(func, b) {
+            let mut k = 0;
+            while let Some(s) = successor(func, b, k) {
+                k += 1;
                 if rpo_index[s] != usize::MAX {
                     preds[s].push(b);
                 }

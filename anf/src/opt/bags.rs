@@ -81,7 +81,7 @@ struct Plan {
 
 fn find(names: &Names, func: &Function) -> Option<Plan> {
     let mut pos: SecondaryMap<Inst, Option<Pos>> = SecondaryMap::new();
-    let mut uses: std::collections::HashMap<Value, Vec<Pos>> = std::collections::HashMap::new();
+    let mut uses: rustc_hash::FxHashMap<Value, Vec<Pos>> = rustc_hash::FxHashMap::default();
     let mut fresh = Vec::new();
     for &b in &func.layout {
         for (i, &inst) in func.blocks[b].insts.iter().enumerate() {

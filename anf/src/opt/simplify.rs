@@ -18,7 +18,7 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::ir::cfg::{reverse_postorder, Dominators};
+use crate::ir::cfg::{reverse_postorder, successor, Dominators};
 use crate::ir::entity::SecondaryMap;
 use crate::ir::{
     BinaryOp, Block, BlockCall, BlockData, Cmp, EntityRef, FuncId, Function, Inst, InstData, Module, Op, UnaryOp,
@@ -100,9 +100,9 @@ fn def_op(f: &Function, v: Value) -> Option<&Op> {
 pub fn simplify_function(module: &mut Module, f: FuncId, facts: &ModuleFacts) {
     let placeholder = Function::empty("", Default::default());
     let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
-    for _ in 0..16 {
+    for n in 0..16 {
         let mut s = Simplifier { func: &mut func, facts, alias: FxHashMap::default(), changed: false };
-        s.round();
+        s.round(n == 0);
         if !s.changed {
             break;
         }
@@ -126,18 +126,22 @@ enum Const {
 }
 
 impl<'a> Simplifier<'a> {
-    fn round(&mut self) {
-        self.remove_unreachable();
+    fn round(&mut self, first: bool) {
+        if first {
+            self.remove_unreachable();
+        }
         self.propagate_params();
         self.apply_aliases();
         self.fold_instructions();
         self.apply_aliases();
-        self.fold_terminators();
-        self.remove_unreachable();
+        if self.fold_terminators() {
+            self.remove_unreachable();
+        }
         self.merge_blocks();
         self.apply_aliases();
-        self.bypass_empty_blocks();
-        self.remove_unreachable();
+        if self.bypass_empty_blocks() {
+            self.remove_unreachable();
+        }
         self.remove_dead();
     }
 
@@ -205,17 +209,35 @@ impl<'a> Simplifier<'a> {
         self.changed = true;
     }
 
-    /// Every edge into each block: `(from block, instruction, which target)`.
-    fn edges(&self) -> FxHashMap<Block, Vec<(Block, usize)>> {
-        let mut out: FxHashMap<Block, Vec<(Block, usize)>> = FxHashMap::default();
+    /// Every edge into each block: `(from block, which target)`.
+    fn edges(&self) -> Edges {
+        let mut count: SecondaryMap<Block, u32> = SecondaryMap::new();
+        let mut total = 0usize;
         for &b in &self.func.layout {
-            if let Some(op) = self.func.terminator(b) {
-                for (k, bc) in op.branch_targets().iter().enumerate() {
-                    out.entry(bc.block).or_default().push((b, k));
-                }
+            let mut k = 0;
+            while let Some(s) = successor(self.func, b, k) {
+                count[s] += 1;
+                total += 1;
+                k += 1;
             }
         }
-        out
+        let mut start: SecondaryMap<Block, (u32, u32)> = SecondaryMap::new();
+        let mut at = 0u32;
+        for &b in &self.func.layout {
+            start[b] = (at, 0);
+            at += count[b];
+        }
+        let mut list = vec![(Block::from_u32(0), 0usize); total];
+        for &b in &self.func.layout {
+            let mut k = 0;
+            while let Some(s) = successor(self.func, b, k) {
+                let (first, n) = &mut start[s];
+                list[(*first + *n) as usize] = (b, k);
+                *n += 1;
+                k += 1;
+            }
+        }
+        Edges { start, list }
     }
 
     /// Block parameters that receive one value on every edge (other than from themselves) are
@@ -228,15 +250,17 @@ impl<'a> Simplifier<'a> {
             if Some(b) == entry || self.func.blocks[b].params.is_empty() {
                 continue;
             }
-            let Some(incoming) = edges.get(&b) else { continue };
+            let incoming = edges.to(b);
+            if incoming.is_empty() {
+                continue;
+            }
             let params = self.func.blocks[b].params.clone();
             let mut mask = vec![false; params.len()];
             for (n, &p) in params.iter().enumerate() {
                 let mut unique: Option<Value> = None;
                 let mut ok = true;
                 for &(from, k) in incoming {
-                    let bc = self.target(from, k);
-                    let a = self.resolve(bc.args[n]);
+                    let a = self.resolve(self.target_arg(from, k, n));
                     if a == p {
                         continue;
                     }
@@ -296,10 +320,21 @@ impl<'a> Simplifier<'a> {
         }
     }
 
-    /// Target `k` of block `b`'s terminator.
-    fn target(&self, b: Block, k: usize) -> BlockCall {
-        let op = self.func.terminator(b).expect("a block with successors has a terminator");
-        op.branch_targets()[k].clone()
+    /// Argument `n` of target `k` of block `b`'s terminator.
+    fn target_arg(&self, b: Block, k: usize, n: usize) -> Value {
+        let bc = match self.func.terminator(b) {
+            Some(Op::Jump(bc)) => bc,
+            Some(Op::Brif(_, t, e)) => {
+                if k == 0 {
+                    t
+                } else {
+                    e
+                }
+            }
+            Some(Op::Switch(_, cases)) => &cases[k].1,
+            _ => unreachable!("an edge comes from a branch"),
+        };
+        bc.args[n]
     }
 
     fn konst(&self, v: Value) -> Option<Const> {
@@ -332,22 +367,24 @@ impl<'a> Simplifier<'a> {
             let r = self.func.insts[load].results[0];
             self.add_alias(r, value);
         }
-        let insts: Vec<Inst> = self.func.layout.iter().flat_map(|b| self.func.blocks[*b].insts.clone()).collect();
-        for i in insts {
-            let op = self.func.insts[i].op.clone();
-            let Some(&r) = self.func.insts[i].results.first() else { continue };
-            if self.alias.contains_key(&r) {
-                continue;
-            }
-            match self.fold(&op) {
-                Some(Folded::Value(v)) => self.add_alias(r, v),
-                Some(Folded::Op(new)) => {
-                    if new != op {
-                        self.func.insts[i].op = new;
-                        self.changed = true;
-                    }
+        for bi in 0..self.func.layout.len() {
+            let b = self.func.layout[bi];
+            for k in 0..self.func.blocks[b].insts.len() {
+                let i = self.func.blocks[b].insts[k];
+                let Some(&r) = self.func.insts[i].results.first() else { continue };
+                if self.alias.contains_key(&r) {
+                    continue;
                 }
-                None => {}
+                match self.fold(&self.func.insts[i].op) {
+                    Some(Folded::Value(v)) => self.add_alias(r, v),
+                    Some(Folded::Op(new)) => {
+                        if new != self.func.insts[i].op {
+                            self.func.insts[i].op = new;
+                            self.changed = true;
+                        }
+                    }
+                    None => {}
+                }
             }
         }
     }
@@ -422,6 +459,11 @@ impl<'a> Simplifier<'a> {
                     _ => return None,
                 }
             }
+            // An array's length is the one it was made with.
+            Op::ArrayLen(a) => match def_op(self.func, *a)? {
+                Op::NewArray(n, _) => V(*n),
+                _ => return None,
+            },
             Op::Select(c, a, b) => {
                 if a == b {
                     V(*a)
@@ -491,6 +533,14 @@ impl<'a> Simplifier<'a> {
                 }
             }
         }
+        // Only loads from a good record with one store at their offset are candidates.
+        let single_store = |l: &Inst| match func.insts[*l].op {
+            Op::Load(_, p, off) => {
+                recs.get(&p).is_some_and(|r| !r.bad && r.stores.get(&off).is_some_and(|s| s.len() == 1))
+            }
+            _ => false,
+        };
+        loads.retain(single_store);
         if loads.is_empty() {
             return Vec::new();
         }
@@ -524,8 +574,10 @@ impl<'a> Simplifier<'a> {
         out
     }
 
-    /// Branches on constants become jumps; a switch on a known tag jumps to its case.
-    fn fold_terminators(&mut self) {
+    /// Branches on constants become jumps; a switch on a known tag jumps to its case. True if
+    /// any branch changed.
+    fn fold_terminators(&mut self) -> bool {
+        let mut any = false;
         for b in self.func.layout.clone() {
             let Some(&last) = self.func.blocks[b].insts.last() else { continue };
             let new = match &self.func.insts[last].op {
@@ -553,8 +605,10 @@ impl<'a> Simplifier<'a> {
             if let Some(op) = new {
                 self.func.insts[last].op = op;
                 self.changed = true;
+                any = true;
             }
         }
+        any
     }
 
     /// A jump to a block whose only predecessor is the jumping block merges the two.
@@ -571,7 +625,7 @@ impl<'a> Simplifier<'a> {
                 let Some(&last) = self.func.blocks[a].insts.last() else { break };
                 let Op::Jump(bc) = self.func.insts[last].op.clone() else { break };
                 let b = bc.block;
-                if b == a || Some(b) == entry || gone.contains(&b) || edges.get(&b).map_or(0, |e| e.len()) != 1 {
+                if b == a || Some(b) == entry || gone.contains(&b) || edges.to(b).len() != 1 {
                     break;
                 }
                 let params = std::mem::take(&mut self.func.blocks[b].params);
@@ -590,8 +644,9 @@ impl<'a> Simplifier<'a> {
         }
     }
 
-    /// Edges into a block that only jumps on go straight to its target.
-    fn bypass_empty_blocks(&mut self) {
+    /// Edges into a block that only jumps on go straight to its target. True if any did.
+    fn bypass_empty_blocks(&mut self) -> bool {
+        let mut any = false;
         let entry = self.func.entry();
         let mut forward: FxHashMap<Block, BlockCall> = FxHashMap::default();
         for &b in &self.func.layout {
@@ -609,7 +664,7 @@ impl<'a> Simplifier<'a> {
             }
         }
         if forward.is_empty() {
-            return;
+            return false;
         }
         for &a in &self.func.layout.clone() {
             let Some(&last) = self.func.blocks[a].insts.last() else { continue };
@@ -644,51 +699,86 @@ impl<'a> Simplifier<'a> {
             if changed {
                 self.func.insts[last].op = op;
                 self.changed = true;
+                any = true;
             }
         }
+        any
     }
 
     /// Removes instructions that cannot fail and whose results are unused, and records that
-    /// are only ever stored into (with those stores).
+    /// are only ever stored into (with those stores): a worklist over use counts, so a chain of
+    /// dead instructions goes in one pass.
     fn remove_dead(&mut self) {
-        loop {
-            let func = &*self.func;
-            let mut uses: SecondaryMap<Value, u32> = SecondaryMap::new();
-            // Uses other than as the address of a store.
-            let mut read_uses: SecondaryMap<Value, u32> = SecondaryMap::new();
-            for &b in &func.layout {
-                for &i in &func.blocks[b].insts {
-                    let op = &func.insts[i].op;
-                    op.for_each_operand(|v| uses[v] += 1);
-                    match op {
-                        Op::Store(v, _, _) => read_uses[*v] += 1,
-                        _ => op.for_each_operand(|v| read_uses[v] += 1),
+        let func = &*self.func;
+        let mut uses: SecondaryMap<Value, u32> = SecondaryMap::new();
+        // Uses other than as the address of a store.
+        let mut read_uses: SecondaryMap<Value, u32> = SecondaryMap::new();
+        let mut stores_to: FxHashMap<Value, Vec<Inst>> = FxHashMap::default();
+        let mut work: Vec<Inst> = Vec::new();
+        for &b in &func.layout {
+            for &i in &func.blocks[b].insts {
+                let op = &func.insts[i].op;
+                op.for_each_operand(|v| uses[v] += 1);
+                match op {
+                    Op::Store(v, p, _) => {
+                        read_uses[*v] += 1;
+                        stores_to.entry(*p).or_default().push(i);
                     }
+                    _ => op.for_each_operand(|v| read_uses[v] += 1),
                 }
+                work.push(i);
             }
-            let mut dead: FxHashSet<Inst> = FxHashSet::default();
-            for &b in &func.layout {
-                for &i in &func.blocks[b].insts {
-                    let data = &func.insts[i];
-                    let unused = data.results.iter().all(|r| uses[*r] == 0);
-                    let removable = match &data.op {
-                        Op::Alloc(_) => read_uses[data.results[0]] == 0,
-                        Op::Store(_, p, _) => matches!(def_op(func, *p), Some(Op::Alloc(_))) && read_uses[*p] == 0,
-                        op => unused && !data.results.is_empty() && self.pure(op),
-                    };
-                    if removable {
-                        dead.insert(i);
-                    }
-                }
-            }
-            if dead.is_empty() {
-                return;
-            }
-            for b in self.func.layout.clone() {
-                self.func.blocks[b].insts.retain(|i| !dead.contains(i));
-            }
-            self.changed = true;
         }
+        let mut dead: FxHashSet<Inst> = FxHashSet::default();
+        let def_inst = |v: Value| match func.values[v].def {
+            ValueDef::Result(i, _) => Some(i),
+            _ => None,
+        };
+        while let Some(i) = work.pop() {
+            if dead.contains(&i) {
+                continue;
+            }
+            let data = &func.insts[i];
+            let removable = match &data.op {
+                Op::Alloc(_) => read_uses[data.results[0]] == 0,
+                // A store is removed with its record.
+                Op::Store(..) => false,
+                op => !data.results.is_empty() && data.results.iter().all(|r| uses[*r] == 0) && self.pure(op),
+            };
+            if !removable {
+                continue;
+            }
+            let mut gone = vec![i];
+            if let Op::Alloc(_) = data.op {
+                gone.extend(stores_to.get(&data.results[0]).into_iter().flatten().copied());
+            }
+            for g in gone {
+                if !dead.insert(g) {
+                    continue;
+                }
+                let op = &func.insts[g].op;
+                let is_store = matches!(op, Op::Store(..));
+                let mut k = 0;
+                op.for_each_operand(|v| {
+                    uses[v] -= 1;
+                    // A store's address (operand 2) is not a read.
+                    if !is_store || k == 0 {
+                        read_uses[v] -= 1;
+                    }
+                    k += 1;
+                    if let Some(d) = def_inst(v) {
+                        work.push(d);
+                    }
+                });
+            }
+        }
+        if dead.is_empty() {
+            return;
+        }
+        for b in self.func.layout.clone() {
+            self.func.blocks[b].insts.retain(|i| !dead.contains(i));
+        }
+        self.changed = true;
     }
 
     /// Can `op` be removed when its results are unused (it cannot fail and has no effect)?
@@ -711,6 +801,20 @@ impl<'a> Simplifier<'a> {
             Op::CallExt(e, _) => self.facts.pure.get(e.index()).copied().unwrap_or(false),
             _ => false,
         }
+    }
+}
+
+/// The edges into each block, `(from, which target)`, grouped by block.
+struct Edges {
+    /// Per block: where its edges start in `list`, and how many there are.
+    start: SecondaryMap<Block, (u32, u32)>,
+    list: Vec<(Block, usize)>,
+}
+
+impl Edges {
+    fn to(&self, b: Block) -> &[(Block, usize)] {
+        let (first, n) = self.start[b];
+        &self.list[first as usize..(first + n) as usize]
     }
 }
 
