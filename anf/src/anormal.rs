@@ -33,16 +33,17 @@ use frontend::builtins::Builtin;
 use frontend::span::Span;
 use frontend::syntax::*;
 use frontend::types::Type;
+use rustc_hash::FxHashMap;
 
 /// The A-normal form of `e`: a let-series of elementary terms.
 pub fn anormalise(e: &E, fresh: &mut dyn FnMut() -> LocalId) -> E {
-    Anf { fresh, names: 0, last_fresh: None }.series(e)
+    Anf { fresh, names: 0, last_fresh: None, shared: Vec::new() }.series(e)
 }
 
 /// `anormalise`, numbering the fresh binders after `*counter` (and advancing it), so several
 /// A-normalisations in one derivation never reuse a name.
 pub fn anormalise_numbered(e: &E, fresh: &mut dyn FnMut() -> LocalId, counter: &mut u32) -> E {
-    let mut a = Anf { fresh, names: *counter, last_fresh: None };
+    let mut a = Anf { fresh, names: *counter, last_fresh: None, shared: Vec::new() };
     let r = a.series(e);
     *counter = a.names;
     r
@@ -51,7 +52,7 @@ pub fn anormalise_numbered(e: &E, fresh: &mut dyn FnMut() -> LocalId, counter: &
 /// The A-normal form of a definition's body: its leading `λ`s are kept and what they return is
 /// A-normalised (a definition of function type is a value, `f = λx. L`).
 pub fn anormalise_def(body: &E, fresh: &mut dyn FnMut() -> LocalId) -> E {
-    let mut a = Anf { fresh, names: 0, last_fresh: None };
+    let mut a = Anf { fresh, names: 0, last_fresh: None, shared: Vec::new() };
     fn go(a: &mut Anf, e: &E) -> E {
         match &e.kind {
             ExprKind::Lam(p, b) => Expr::new(ExprKind::Lam(p.clone(), go(a, b)), e.span, e.ty.clone()),
@@ -181,6 +182,9 @@ struct Anf<'f> {
     names: u32,
     /// The binder `bind` made last (so renaming it to a user's name can give its number back).
     last_fresh: Option<LocalId>,
+    /// Atoms already holding the value of a sub-term in the series being built: a term that
+    /// shares a sub-term (as the terms passes build often do) computes it once.
+    shared: Vec<FxHashMap<*const Expr, (E, E)>>,
 }
 
 type Bindings = Vec<(Rc<Pat>, E)>;
@@ -207,7 +211,9 @@ impl Anf<'_> {
     fn series(&mut self, e: &E) -> E {
         let mut out = Vec::new();
         let before = out.len();
+        self.shared.push(FxHashMap::default());
         let atom = self.norm(e, &mut out);
+        self.shared.pop();
         // The series must end `let z = E in z`: bind the result unless the last binding made it.
         let ends_with_it = out.len() > before
             && matches!(
@@ -225,6 +231,19 @@ impl Anf<'_> {
 
     /// Appends the bindings that compute `e` and returns the atom holding its value.
     fn norm(&mut self, e: &E, out: &mut Bindings) -> E {
+        let key = Rc::as_ptr(e);
+        if let Some((_, atom)) = self.shared.last().and_then(|m| m.get(&key)) {
+            return atom.clone();
+        }
+        let atom = self.norm_fresh(e, out);
+        if let Some(m) = self.shared.last_mut() {
+            // The node is kept alive with its atom, so its address cannot be reused meanwhile.
+            m.insert(key, (e.clone(), atom.clone()));
+        }
+        atom
+    }
+
+    fn norm_fresh(&mut self, e: &E, out: &mut Bindings) -> E {
         let mk = |kind: ExprKind| Expr::new(kind, e.span, e.ty.clone());
         if is_literal(e) {
             return self.bind(e.clone(), out);

@@ -219,11 +219,12 @@ impl Gen<'_> {
                 if !self.opts.nested || depth < 2 {
                     return self.real(env, d);
                 }
-                // Nested differentiation: the derivative of an inner function at a point.
+                // Nested differentiation: the derivative of an inner function at a point. (Its
+                // symbolic premises grow with the inner body, so that stays small.)
                 let u = self.name("u");
                 let mut env2 = env.to_vec();
                 env2.push(u.clone());
-                let inner = self.real(&env2, d.min(2));
+                let inner = self.real(&env2, d.min(1));
                 format!("grad (fun ({u} : Real) -> {inner}) {}", self.atom(env, d))
             }
         }

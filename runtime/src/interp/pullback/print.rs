@@ -14,7 +14,7 @@ use super::term::{spine, CHAIN};
 
 /// `e` on one line.
 pub fn term(e: &E) -> String {
-    let mut p = Printer { out: String::new(), depth: 0, max_depth: usize::MAX };
+    let mut p = Printer { out: String::new(), depth: 0, max_depth: usize::MAX, limit: usize::MAX };
     p.expr(e, TOP);
     p.out
 }
@@ -22,15 +22,17 @@ pub fn term(e: &E) -> String {
 /// `e` on one line of at most about `width` characters: the deepest sub-terms are elided (`…`)
 /// until it fits.
 pub fn abbreviated(e: &E, width: usize) -> String {
-    let full = term(e);
-    if full.chars().count() <= width {
-        return full;
+    // Terms share sub-terms, so printed in full they can be far larger than in memory: stop early.
+    let mut p = Printer { out: String::new(), depth: 0, max_depth: usize::MAX, limit: 4 * width + 16 };
+    p.expr(e, TOP);
+    if p.out.chars().count() <= width {
+        return p.out;
     }
     let (mut lo, mut hi) = (1usize, 64usize);
     let mut best = None;
     while lo <= hi {
         let mid = (lo + hi) / 2;
-        let mut p = Printer { out: String::new(), depth: 0, max_depth: mid };
+        let mut p = Printer { out: String::new(), depth: 0, max_depth: mid, limit: 4 * width + 16 };
         p.expr(e, TOP);
         if p.out.chars().count() <= width {
             best = Some(p.out);
@@ -49,7 +51,7 @@ pub fn series_lines(e: &E, indent: usize) -> Vec<String> {
     let mut cur = e;
     let mut first = true;
     while let ExprKind::Let(p, rhs, rest) = &cur.kind {
-        let mut pr = Printer { out: String::new(), depth: 0, max_depth: usize::MAX };
+        let mut pr = Printer { out: String::new(), depth: 0, max_depth: usize::MAX, limit: usize::MAX };
         pr.pat(p);
         pr.out.push_str(" = ");
         pr.expr(rhs, TOP + 1);
@@ -71,6 +73,8 @@ struct Printer {
     out: String,
     depth: usize,
     max_depth: usize,
+    /// Stop printing (the caller abbreviates) past this many bytes.
+    limit: usize,
 }
 
 impl Printer {
@@ -109,6 +113,9 @@ impl Printer {
     }
 
     fn expr(&mut self, e: &E, prec: u8) {
+        if self.out.len() > self.limit {
+            return;
+        }
         if self.depth >= self.max_depth && !matches!(e.kind, ExprKind::Var(..) | ExprKind::Lit(_) | ExprKind::Zero) {
             return self.s("…");
         }

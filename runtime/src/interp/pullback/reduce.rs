@@ -74,6 +74,8 @@ pub struct Reducer<'a, 'p> {
     /// Terms already reduced to values (by identity, kept alive here): values are normal forms, so
     /// reducing one again, as each step's context is revisited, is skipped.
     values: FxHashMap<*const Expr, E>,
+    /// Normal forms of terms reduced before (the term is kept alive with it).
+    results: FxHashMap<*const Expr, (E, E)>,
 }
 
 struct Trace {
@@ -106,6 +108,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
             unfolded: FxHashMap::default(),
             names: 0,
             values: FxHashMap::default(),
+            results: FxHashMap::default(),
         }
     }
 
@@ -256,14 +259,23 @@ impl<'a, 'p> Reducer<'a, 'p> {
 
     /// Reduces a closed term (or one whose free variables are values) to a value.
     pub fn eval(&mut self, t0: &E) -> R<E> {
-        if self.values.contains_key(&std::rc::Rc::as_ptr(t0)) {
+        let key = std::rc::Rc::as_ptr(t0);
+        if self.values.contains_key(&key) {
             return Ok(t0.clone());
+        }
+        if let Some(v) = self.results.get(&key) {
+            return Ok(v.1.clone());
         }
         let mut t = t0.clone();
         loop {
             match self.contract(&mut t)? {
                 None => {
                     self.values.insert(std::rc::Rc::as_ptr(&t), t.clone());
+                    // A shared sub-term reduces once: its normal form is reused wherever it occurs
+                    // (not in a trace, which shows every step).
+                    if !self.tracing() && !std::rc::Rc::ptr_eq(&t, t0) {
+                        self.results.insert(key, (t0.clone(), t.clone()));
+                    }
                     return Ok(t);
                 }
                 Some((label, next)) => {
