@@ -61,6 +61,8 @@ pub const SUPPORT: &[SupportDecl] = &[
     decl("nabla_bag_len", &[P], &[I], false),
     // Array of `{key words, multiplicity: i64}`, sorted by key, zero multiplicities absent.
     decl("nabla_bag_entries", &[P], &[P], true),
+    // The same records in no particular order (for folds that cannot observe the order).
+    decl("nabla_bag_entries_unordered", &[P], &[P], true),
     // Maps: `(key_words, value_words) -> map`; set/remove update in place (fresh maps only).
     decl("nabla_map_new", &[I, I], &[P], true),
     decl("nabla_map_set", &[P, P, P], &[], true),

@@ -231,7 +231,7 @@ fn apply(names: &Names, func: &mut Function, plan: Plan) {
     // Rewrite the inserts (positions shift when a multiplication is placed before one: do the
     // later positions of a block first).
     let mut inserts = plan.inserts.clone();
-    inserts.sort_by(|a, b| (b.0.index(), b.1).cmp(&(a.0.index(), a.1)));
+    inserts.sort_by_key(|p| std::cmp::Reverse((p.0.index(), p.1)));
     for p in inserts {
         let inst = inst_at(func, p);
         let Op::CallExt(e, args) = func.insts[inst].op.clone() else { continue };

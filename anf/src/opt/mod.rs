@@ -1,7 +1,8 @@
 //! IR optimisation between lowering and the JIT: inlining of small non-recursive functions, then
 //! local clean-up (copy propagation, constant folding, store-to-load forwarding through fresh
 //! records, branch folding, block merging, dead code), bag fusion (a fresh bag added once into
-//! another is never built: `bags`), then removal of functions nothing calls.
+//! another is never built: `bags`), unsorted iteration of bags in folds that cannot observe the
+//! order (`order`), then removal of functions nothing calls.
 //!
 //! Cranelift does not inline, so without this pass every λ applied in a loop costs a call per
 //! iteration, and closures built and applied in the same function still allocate their
@@ -16,6 +17,7 @@
 
 mod bags;
 mod inline;
+mod order;
 mod simplify;
 
 #[cfg(test)]
@@ -111,6 +113,10 @@ pub fn optimize(module: &mut Module, roots: &[FuncId], options: &OptOptions) -> 
         if fused {
             simplify::simplify_function(module, f, &facts);
         }
+        let placeholder = crate::ir::Function::empty("", Default::default());
+        let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
+        order::relax(module, &mut func);
+        module.funcs[f] = func;
     }
     prune(module, roots)
 }

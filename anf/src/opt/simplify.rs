@@ -377,12 +377,11 @@ impl<'a> Simplifier<'a> {
                 }
                 match self.fold(&self.func.insts[i].op) {
                     Some(Folded::Value(v)) => self.add_alias(r, v),
-                    Some(Folded::Op(new)) => {
-                        if new != self.func.insts[i].op {
-                            self.func.insts[i].op = new;
-                            self.changed = true;
-                        }
+                    Some(Folded::Op(new)) if new != self.func.insts[i].op => {
+                        self.func.insts[i].op = new;
+                        self.changed = true;
                     }
+                    Some(Folded::Op(_)) => {}
                     None => {}
                 }
             }
@@ -621,8 +620,7 @@ impl<'a> Simplifier<'a> {
             if gone.contains(&a) {
                 continue;
             }
-            loop {
-                let Some(&last) = self.func.blocks[a].insts.last() else { break };
+            while let Some(&last) = self.func.blocks[a].insts.last() {
                 let Op::Jump(bc) = self.func.insts[last].op.clone() else { break };
                 let b = bc.block;
                 if b == a || Some(b) == entry || gone.contains(&b) || edges.to(b).len() != 1 {

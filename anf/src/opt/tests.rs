@@ -425,3 +425,105 @@ b2:
     assert_eq!(count(&out, "main", "bag_new"), 1, "{out}");
     assert_eq!(count(&out, "main", "add_into"), 1, "{out}");
 }
+
+/// `foldBag intGroup (fun k -> BODY) b` after inlining, BODY computing `v9` from the key `v7`;
+/// `ACC` is the accumulator's type and `ADD` how the step adds.
+fn int_fold(body: &str, acc: &str, add: &str) -> String {
+    format!(
+        "\
+extern fallible $nabla_bag_entries(ptr) -> ptr
+extern $nabla_bag_len(ptr) -> i64
+
+fn @main(ptr, {acc}) -> {acc} {{
+b0(v0: ptr, v1: {acc}):
+    v2 = call $nabla_bag_entries(v0)
+    v3 = arraylen v2
+    v4 = iconst 0
+    jump b1(v4, v1)
+b1(v5: i64, v6: {acc}):
+    v20 = icmp lt v5, v3
+    brif v20, b2, b3
+b2:
+    v21 = elemaddr v2, v5, 16
+    v7 = load.i64 v21+0
+    v8 = load.i64 v21+8
+{body}
+    v10 = {add} v6, v9
+    v11 = iconst 1
+    v12 = iadd v5, v11
+    jump b1(v12, v10)
+b3:
+    return v6
+}}
+"
+    )
+}
+
+#[test]
+fn integer_folds_over_bags_skip_the_sort() {
+    let out = opt(&int_fold("    v9 = imul v7, v8", "i64", "iadd"));
+    assert_eq!(count(&out, "main", "entries_unordered"), 1, "{out}");
+}
+
+#[test]
+fn order_sensitive_folds_keep_the_sort() {
+    // Real sums depend on the order.
+    let out = opt(&int_fold("    v30 = imul v7, v8\n    v9 = itof v30", "f64", "fadd"));
+    assert_eq!(count(&out, "main", "entries_unordered"), 0, "{out}");
+    // Which division by zero fails first depends on the order.
+    let out = opt(&int_fold("    v9 = sdiv v8, v7", "i64", "iadd"));
+    assert_eq!(count(&out, "main", "entries_unordered"), 0, "{out}");
+    // The accumulator read other than by its sum.
+    let out = opt(&int_fold("    v9 = imul v6, v7", "i64", "iadd"));
+    assert_eq!(count(&out, "main", "entries_unordered"), 0, "{out}");
+}
+
+/// `mapBag` into a bag, with the destination read inside the loop or not.
+fn map_loop(read_dest: bool) -> String {
+    let read = if read_dest {
+        "    v30 = call $nabla_bag_len(v9)\n    v31 = iadd v7, v30\n"
+    } else {
+        "    v31 = iadd v7, v7\n"
+    };
+    format!(
+        "\
+extern fallible $nabla_bag_new(i64) -> ptr
+extern fallible $nabla_bag_insert(ptr, ptr, i64) -> ()
+extern fallible $nabla_bag_entries(ptr) -> ptr
+extern $nabla_bag_len(ptr) -> i64
+
+fn @main(ptr) -> ptr {{
+b0(v0: ptr):
+    v1 = iconst 1
+    v9 = call $nabla_bag_new(v1)
+    v22 = alloc 8
+    v2 = call $nabla_bag_entries(v0)
+    v3 = arraylen v2
+    v4 = iconst 0
+    jump b1(v4)
+b1(v5: i64):
+    v20 = icmp lt v5, v3
+    brif v20, b2, b3
+b2:
+    v21 = elemaddr v2, v5, 16
+    v7 = load.i64 v21+0
+    v8 = load.i64 v21+8
+{read}    store v31, v22+0
+    call $nabla_bag_insert(v9, v22, v8)
+    v11 = iconst 1
+    v12 = iadd v5, v11
+    jump b1(v12)
+b3:
+    return v9
+}}
+"
+    )
+}
+
+#[test]
+fn bag_building_loops_skip_the_sort_unless_they_read_what_they_build() {
+    let out = opt(&map_loop(false));
+    assert_eq!(count(&out, "main", "entries_unordered"), 1, "{out}");
+    let out = opt(&map_loop(true));
+    assert_eq!(count(&out, "main", "entries_unordered"), 0, "{out}");
+}

@@ -155,6 +155,8 @@ pub struct Bag {
     /// The arena array `nabla_bag_entries` last made for this bag, while the bag is unchanged
     /// (the array itself is immutable and lives as long as the bag: both go at `reset`).
     entries_cache: Option<std::ptr::NonNull<u8>>,
+    /// Likewise for the unsorted array of `nabla_bag_entries_unordered`.
+    unordered_cache: Option<std::ptr::NonNull<u8>>,
 }
 
 impl PartialEq for Bag {
@@ -210,6 +212,7 @@ impl Bag {
             return Ok(());
         }
         self.entries_cache = None;
+        self.unordered_cache = None;
         if self.is_short() {
             add_count(&mut self.short, Short::of(key), mult);
         } else {
@@ -247,6 +250,7 @@ impl Bag {
             return Ok(());
         }
         self.entries_cache = None;
+        self.unordered_cache = None;
         if self.is_short() {
             self.short.reserve(src.short.len());
             for (k, n) in &src.short {
@@ -326,6 +330,7 @@ impl Bag {
         self.short.clear();
         self.wide.clear();
         self.entries_cache = None;
+        self.unordered_cache = None;
     }
 
     /// The entry array made for this bag since it last changed, if any.
@@ -336,6 +341,42 @@ impl Bag {
     /// Remembers the entry array made for this bag as it is now.
     pub fn cache_entries(&mut self, array: *mut u8) {
         self.entries_cache = std::ptr::NonNull::new(array);
+    }
+
+    /// The unsorted entry array made for this bag since it last changed, if any.
+    pub fn cached_unordered_entries(&self) -> Option<*mut u8> {
+        self.unordered_cache.map(|p| p.as_ptr())
+    }
+
+    /// Remembers the unsorted entry array made for this bag as it is now.
+    pub fn cache_unordered_entries(&mut self, array: *mut u8) {
+        self.unordered_cache = std::ptr::NonNull::new(array);
+    }
+
+    /// The entries as records `[key words…, multiplicity]` in storage order, written to `out`
+    /// (which has room for `len() * (key_words + 1)` words).
+    pub fn write_records(&self, out: &mut [u64]) {
+        let kw = self.key_words;
+        if self.is_short() {
+            let records = self.short.iter();
+            match kw {
+                0 => out.iter_mut().zip(records).for_each(|(w, (_, m))| *w = *m as u64),
+                1 => out.chunks_exact_mut(2).zip(records).for_each(|(r, (k, m))| {
+                    r[0] = k.0[0];
+                    r[1] = *m as u64;
+                }),
+                _ => out.chunks_exact_mut(3).zip(records).for_each(|(r, (k, m))| {
+                    r[0] = k.0[0];
+                    r[1] = k.0[1];
+                    r[2] = *m as u64;
+                }),
+            }
+        } else {
+            for (rec, (k, m)) in out.chunks_exact_mut(kw + 1).zip(&self.wide) {
+                rec[..kw].copy_from_slice(k);
+                rec[kw] = *m as u64;
+            }
+        }
     }
 }
 

@@ -186,6 +186,22 @@ pub unsafe extern "C" fn nabla_bag_entries(ctx: *mut CtxHeader, bag: *mut Bag) -
     })
 }
 
+/// The records of [`nabla_bag_entries`] in no particular order (the sorted array if there is
+/// one already), for folds whose result cannot depend on the order (`anf::opt` decides).
+pub unsafe extern "C" fn nabla_bag_entries_unordered(ctx: *mut CtxHeader, bag: *mut Bag) -> *mut u8 {
+    guard(ctx, std::ptr::null_mut(), |cx| {
+        let bag = &mut *bag;
+        if let Some(array) = bag.cached_entries().or(bag.cached_unordered_entries()) {
+            return Ok(array);
+        }
+        let rec = bag.key_words() + 1;
+        let (array, elems) = cx.new_array_slots(bag.len(), rec)?;
+        bag.write_records(std::slice::from_raw_parts_mut(elems, bag.len() * rec));
+        bag.cache_unordered_entries(array);
+        Ok(array)
+    })
+}
+
 /// A new empty map with the given key and value widths.
 pub unsafe extern "C" fn nabla_map_new(ctx: *mut CtxHeader, key_words: i64, value_words: i64) -> *mut Map {
     guard(ctx, std::ptr::null_mut(), |cx| Ok(cx.new_map(Map::new(width(key_words)?, width(value_words)?))))
@@ -293,6 +309,7 @@ pub fn address(name: &str) -> Option<*const u8> {
         "nabla_bag_count" => nabla_bag_count as *const u8,
         "nabla_bag_len" => nabla_bag_len as *const u8,
         "nabla_bag_entries" => nabla_bag_entries as *const u8,
+        "nabla_bag_entries_unordered" => nabla_bag_entries_unordered as *const u8,
         "nabla_map_new" => nabla_map_new as *const u8,
         "nabla_map_set" => nabla_map_set as *const u8,
         "nabla_map_remove" => nabla_map_remove as *const u8,
