@@ -25,6 +25,9 @@ use super::vector;
 /// (or is already in the form this would produce).
 pub fn transpose(red: &mut Reducer, p: &Rc<Pat>, s: &E, r: &E) -> R<Option<E>> {
     let all = leaves(p);
+    if matches!(&r.kind, ExprKind::Lit(Lit::Real(x)) if *x == 1.0) && collapsed(s, &all) {
+        return Ok(None);
+    }
     let mut t = Transposer {
         fo: FxHashMap::default(),
         first_order: all.iter().filter(|l| l.ty.is_first_order()).map(|l| l.id).collect(),
@@ -257,6 +260,57 @@ impl Transposer {
             _ => false,
         }
     }
+}
+
+/// Is `s` already the form a transposition with higher-order components produces,
+/// `Σ gᵢ* vᵢ + Σ c* (v_f A)`, each first-order tangent variable at most once?
+fn collapsed(s: &E, leaves: &[Leaf]) -> bool {
+    fn terms<'a>(s: &'a E, out: &mut Vec<&'a E>) {
+        match &s.kind {
+            ExprKind::Sum(a, b) => {
+                terms(a, out);
+                terms(b, out);
+            }
+            _ => out.push(s),
+        }
+    }
+    let higher: Vec<LocalId> = leaves.iter().filter(|l| !l.ty.is_first_order()).map(|l| l.id).collect();
+    if higher.is_empty() {
+        return false;
+    }
+    let headed = |e: &E| {
+        let mut cur = e;
+        loop {
+            match &cur.kind {
+                ExprKind::Var(_, VarRef::Local(id)) => return higher.contains(id),
+                ExprKind::Proj(a, _) | ExprKind::App(a, _) => cur = a,
+                _ => return false,
+            }
+        }
+    };
+    let mut ts = Vec::new();
+    terms(s, &mut ts);
+    let mut seen = Vec::new();
+    ts.iter().all(|t| {
+        let (h, args) = spine(t);
+        if builtin_head(&h) != Some(Builtin::Star) || args.len() != 2 {
+            return false;
+        }
+        match &args[1].kind {
+            ExprKind::Var(_, VarRef::Local(id)) if !higher.contains(id) => {
+                let fresh = !seen.contains(id);
+                seen.push(*id);
+                fresh
+            }
+            _ => {
+                headed(&args[1])
+                    || matches!(
+                        spine(&args[1]).0.kind,
+                        ExprKind::Var(_, VarRef::Builtin(Builtin::Unstar | Builtin::Jac))
+                    ) && headed(&spine(&args[1]).1[0])
+            }
+        }
+    })
 }
 
 /// The cotangent shaped like the pattern, `0` where nothing arrived.

@@ -195,9 +195,15 @@ pub fn times(c: &E, k: &E) -> Option<E> {
         return Some(zero(&c.ty));
     }
     if let ExprKind::Lit(Lit::Real(x)) = &k.kind {
+        if *x == 1.0 {
+            return Some(c.clone());
+        }
         if is_vector(c) {
             return Some(scale(c, *x));
         }
+    }
+    if matches!(c.kind, ExprKind::Lit(Lit::Real(x)) if x == 1.0) && k.ty == c.ty {
+        return Some(k.clone());
     }
     match (&c.ty, &c.kind) {
         (Type::Real, _) => Some(mk(ExprKind::Bin(BinOp::Mul, k.clone(), c.clone()), Type::Real)),
