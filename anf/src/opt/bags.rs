@@ -80,6 +80,15 @@ struct Plan {
 }
 
 fn find(names: &Names, func: &Function) -> Option<Plan> {
+    // Most functions make no bag: look before building anything.
+    let makes_bags = func
+        .layout
+        .iter()
+        .flat_map(|b| &func.blocks[*b].insts)
+        .any(|i| matches!(&func.insts[*i].op, Op::CallExt(e, _) if names.is(*e, names.new)));
+    if !makes_bags {
+        return None;
+    }
     let mut pos: SecondaryMap<Inst, Option<Pos>> = SecondaryMap::new();
     let mut uses: rustc_hash::FxHashMap<Value, Vec<Pos>> = rustc_hash::FxHashMap::default();
     let mut fresh = Vec::new();

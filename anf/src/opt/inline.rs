@@ -30,13 +30,31 @@ pub(super) fn next_site(
     None
 }
 
-/// Replaces the call at `index` in `block` of function `f` by the callee's body.
-pub(super) fn inline_call(module: &mut Module, f: FuncId, block: Block, index: usize) {
+/// Replaces the call at `index` in `block` of function `f` by the callee's body; false if
+/// there is no call there to inline.
+pub(super) fn inline_call(module: &mut Module, f: FuncId, block: Block, index: usize) -> bool {
     let call = module.funcs[f].blocks[block].insts[index];
-    let Op::Call(g, args) = module.funcs[f].insts[call].op.clone() else { return };
-    let callee = module.funcs[g].clone();
+    let Op::Call(g, args) = module.funcs[f].insts[call].op.clone() else { return false };
+    if g == f || module.funcs[g].entry().is_none() {
+        return false;
+    }
+    // The callee is read while the caller changes: take it out of the module meanwhile.
+    let callee = std::mem::replace(&mut module.funcs[g], Function::empty("", Default::default()));
+    copy_in(&mut module.funcs[f], &callee, block, index, call, args);
+    module.funcs[g] = callee;
+    true
+}
+
+/// The body of [`inline_call`] once the callee is at hand.
+fn copy_in(
+    func: &mut Function,
+    callee: &Function,
+    block: Block,
+    index: usize,
+    call: crate::ir::Inst,
+    args: Vec<Value>,
+) {
     let Some(callee_entry) = callee.entry() else { return };
-    let func = &mut module.funcs[f];
     let results = func.insts[call].results.clone();
 
     // The continuation: the instructions after the call, with the call's results as parameters.

@@ -82,8 +82,7 @@ pub fn optimize(module: &mut Module, roots: &[FuncId], options: &OptOptions) -> 
     }
     let root_set: FxHashSet<FuncId> = roots.iter().copied().collect();
     for f in order {
-        simplify::simplify_function(module, f, &facts);
-        let mut inlined = false;
+        // Callees are final by now (callees first); `f` is simplified once, after inlining.
         loop {
             let size = inline::size(&module.funcs[f]);
             let pick = inline::next_site(module, f, |g| {
@@ -95,17 +94,13 @@ pub fn optimize(module: &mut Module, roots: &[FuncId], options: &OptOptions) -> 
                     || (call_sites[g.index()] == 1 && !root_set.contains(&g) && size + gs <= options.max_size)
             });
             let Some((block, index, g)) = pick else { break };
-            if size > options.max_size {
+            if size > options.max_size || !inline::inline_call(module, f, block, index) {
                 break;
             }
-            inline::inline_call(module, f, block, index);
             call_sites[g.index()] = call_sites[g.index()].saturating_sub(1);
             for_each_call(&module.funcs[g], |h| call_sites[h.index()] += 1);
-            inlined = true;
         }
-        if inlined {
-            simplify::simplify_function(module, f, &facts);
-        }
+        simplify::simplify_function(module, f, &facts);
         let placeholder = crate::ir::Function::empty("", Default::default());
         let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
         let fused = bags::fuse(module, &mut func);

@@ -489,6 +489,15 @@ impl<'a> Simplifier<'a> {
         let mut recs: FxHashMap<Value, Rec> = FxHashMap::default();
         let mut loads = Vec::new();
         let is_alloc = |v: Value| matches!(def_op(func, v), Some(Op::Alloc(_)));
+        // Most rounds have nothing to forward: look before building anything.
+        let any_candidate = func
+            .layout
+            .iter()
+            .flat_map(|b| &func.blocks[*b].insts)
+            .any(|i| matches!(func.insts[*i].op, Op::Load(_, p, _) if is_alloc(p)));
+        if !any_candidate {
+            return Vec::new();
+        }
         for &b in &func.layout {
             for &i in &func.blocks[b].insts {
                 let op = &func.insts[i].op;
