@@ -352,6 +352,15 @@ impl Anf<'_> {
                             self.last_fresh = None;
                         }
                     }
+                    // Sub-terms already computed into the renamed binder now live in the user's.
+                    if let (PatKind::Var(_, old), PatKind::Var(name, new)) = (&out[last].0.kind, &p.kind) {
+                        let user = Expr::new(ExprKind::Var(name.clone(), VarRef::Local(*new)), p.span, p.ty.clone());
+                        for entry in self.shared.iter_mut().flat_map(|m| m.values_mut()) {
+                            if matches!(&entry.1.kind, ExprKind::Var(_, VarRef::Local(j)) if j == old) {
+                                entry.1 = user.clone();
+                            }
+                        }
+                    }
                     out[last].0 = p.clone();
                 } else {
                     out.push((p.clone(), atom));
@@ -502,6 +511,27 @@ mod tests {
             }
             check_series(body).unwrap_or_else(|m| panic!("{name}: {m}\n{}", paper(d)));
         }
+    }
+
+    #[test]
+    fn a_shared_sub_term_is_computed_once_and_renamed_binders_stay_bound() {
+        // `let t = c in c * q` where both `c` are one node: the second use must name `t`.
+        let program = frontend::check_source("def h (q : Real) = let t = 2.0 in t * q").unwrap();
+        let ExprKind::Lam(p, body) = &program.defs[0].body.kind else { panic!() };
+        let ExprKind::Let(tp, c, rest) = &body.kind else { panic!() };
+        let ExprKind::Bin(op, _, q) = &rest.kind else { panic!() };
+        let shared = Expr::new(ExprKind::Bin(*op, c.clone(), q.clone()), rest.span, rest.ty.clone());
+        let term = Expr::new(ExprKind::Let(tp.clone(), c.clone(), shared.clone()), body.span, body.ty.clone());
+        let term = Expr::new(ExprKind::Tuple(vec![term, shared]), body.span, body.ty.clone());
+        let _ = p;
+        let mut next = program.next_local;
+        let mut fresh = || {
+            next += 1;
+            LocalId(next - 1)
+        };
+        let series = anormalise(&term, &mut fresh);
+        check_series(&series).unwrap();
+        assert_eq!(paper(&series), "let t = 2.0; z1 = t * q; z2 = ⟨z1, z1⟩ in z2");
     }
 
     #[test]

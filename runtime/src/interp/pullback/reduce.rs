@@ -475,7 +475,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
             // `r* V`: a dual vector applied to a tangent is the pairing ⟨r, V⟩.
             if b == Builtin::Star && args.len() == 2 {
                 let (r, v) = (&args[0], &args[1]);
-                if is_zero(v) {
+                if is_zero(v) || vector::is_vector(r) && vector::inner(r, r) == Ok(0.0) && !vector::is_vector(v) {
                     return Ok(Some((lab("0"), zero(&Type::Real))));
                 }
                 if vector::is_vector(r) && vector::is_vector(v) {

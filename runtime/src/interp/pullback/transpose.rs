@@ -72,7 +72,18 @@ fn plus(a: &E, b: &E) -> Result<E, String> {
     if vector::is_vector(a) && vector::is_vector(b) {
         return vector::add(a, b);
     }
-    Ok(mk(ExprKind::Sum(a.clone(), b.clone()), a.ty.clone()))
+    // Tuples and arrays add componentwise even when their components are terms.
+    match (&a.kind, &b.kind) {
+        (ExprKind::Tuple(xs), ExprKind::Tuple(ys)) if xs.len() == ys.len() => {
+            let zs = xs.iter().zip(ys).map(|(x, y)| plus(x, y)).collect::<Result<Vec<_>, _>>()?;
+            Ok(Expr::new(ExprKind::Tuple(zs), a.span, a.ty.clone()))
+        }
+        (ExprKind::Array(xs), ExprKind::Array(ys)) if xs.len() == ys.len() => {
+            let zs = xs.iter().zip(ys).map(|(x, y)| plus(x, y)).collect::<Result<Vec<_>, _>>()?;
+            Ok(mk(ExprKind::Array(zs), a.ty.clone()))
+        }
+        _ => Ok(mk(ExprKind::Sum(a.clone(), b.clone()), a.ty.clone())),
+    }
 }
 
 /// The components of a cotangent of tuple or array type.
