@@ -76,6 +76,8 @@ pub struct Reducer<'a, 'p> {
     values: FxHashMap<*const Expr, E>,
     /// Normal forms of terms reduced before (the term is kept alive with it).
     results: FxHashMap<*const Expr, (E, E)>,
+    /// `NABLA_DEBUG` is set: every step, hidden ones included, goes to stderr.
+    debug: bool,
 }
 
 struct Trace {
@@ -109,6 +111,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
             names: 0,
             values: FxHashMap::default(),
             results: FxHashMap::default(),
+            debug: std::env::var_os("NABLA_DEBUG").is_some(),
         }
     }
 
@@ -151,7 +154,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
     /// One step of the strategy: `new` replaced the redex in the current context.
     pub(super) fn step(&mut self, label: &str, new: &E) -> R<()> {
         self.steps += 1;
-        if std::env::var_os("NABLA_DEBUG").is_some() {
+        if self.debug {
             let mut seen = rustc_hash::FxHashSet::default();
             fn count(e: &E, seen: &mut rustc_hash::FxHashSet<*const Expr>) {
                 if seen.insert(std::rc::Rc::as_ptr(e)) {
