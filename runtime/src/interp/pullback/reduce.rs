@@ -540,6 +540,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
                 Some((lab("3"), sym.apply(self, &parts).map_err(|d| self.relocate(d, t))?))
             }
             // `build n f`, `map f xs`, … unfold into the applications they perform.
+            // (build) build n f → [f 0, …, f (n-1)].
             B::Build => match &args[0].kind {
                 ExprKind::Lit(Lit::Int(n)) => {
                     let n = self.size(*n, "build", t)?;
@@ -548,6 +549,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
                 }
                 _ => None,
             },
+            // (map) map f [V₀, …] → [f V₀, …].
             B::Map => match &args[1].kind {
                 ExprKind::Array(xs) => {
                     let ys = xs.iter().map(|x| app(&args[0], x.clone())).collect();
@@ -555,6 +557,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
                 }
                 _ => None,
             },
+            // (zipWith) zipWith f [V₀, …] [W₀, …] → [f V₀ W₀, …].
             B::ZipWith => match (&args[1].kind, &args[2].kind) {
                 (ExprKind::Array(xs), ExprKind::Array(ys)) => {
                     if xs.len() != ys.len() {
@@ -568,6 +571,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
                 }
                 _ => None,
             },
+            // (fold) fold f b [V₀, …, Vₙ₋₁] → f (… (f b V₀) …) Vₙ₋₁.
             B::Fold => match &args[2].kind {
                 ExprKind::Array(xs) => {
                     let r = xs.iter().fold(args[1].clone(), |acc, x| app_n(&args[0], vec![acc, x.clone()]));
@@ -575,6 +579,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
                 }
                 _ => None,
             },
+            // (iterate) iterate n f x → f (… (f x)).
             B::Iterate => match &args[0].kind {
                 ExprKind::Lit(Lit::Int(n)) => {
                     if *n < 0 {

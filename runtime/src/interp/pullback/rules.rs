@@ -180,10 +180,12 @@ impl<'a, 'p> Reducer<'a, 'p> {
             return Ok(Elem::Zero { primal: at.primal(e) });
         }
         match &e.kind {
+            // (11) y ↦ v; (12) yᵢ ↦ vᵢ.
             ExprKind::Var(_, VarRef::Local(_)) => {
                 let rule = if at.whole { "11" } else { "12" };
                 jac_of(rule, at.tan(e), at.prim(e))
             }
+            // (10a) z + yⱼ ↦ vⱼ; (10b) yᵢ + yⱼ ↦ vᵢ + vⱼ.
             ExprKind::Sum(a, b) | ExprKind::Bin(BinOp::Add, a, b) => {
                 let (ta, tb) = (at.tan(a), at.tan(b));
                 let rule = if !is_zero(&ta) && !is_zero(&tb) { "10b" } else { "10a" };
@@ -194,6 +196,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
                 };
                 jac_of(rule, s, at.primal(e))
             }
+            // (10) ext: a difference is linear too.
             ExprKind::Bin(BinOp::Sub, a, b) => {
                 let (ta, tb) = (at.tan(a), at.tan(b));
                 let s = match (is_zero(&ta), is_zero(&tb)) {
@@ -203,12 +206,15 @@ impl<'a, 'p> Reducer<'a, 'p> {
                 };
                 jac_of("10", s, at.primal(e))
             }
+            // (10) ext: -yᵢ ↦ -vᵢ.
             ExprKind::Neg(a) => jac_of("10", mk(ExprKind::Neg(at.tan(a)), e.ty.clone()), at.primal(e)),
+            // (12) πi yⱼ ↦ πi vⱼ.
             ExprKind::Proj(a, i) => {
                 let ta = at.tan(a);
                 let s = if is_zero(&ta) { zero(&e.ty) } else { proj(&ta, *i) };
                 jac_of("12", s, at.primal(e))
             }
+            // (13a–c) ⟨yᵢ, z⟩ ↦ ⟨vᵢ, 0⟩, ⟨z, yⱼ⟩ ↦ ⟨0, vⱼ⟩, ⟨yᵢ, yⱼ⟩ ↦ ⟨vᵢ, vⱼ⟩; ext: n-ary and nested.
             ExprKind::Tuple(xs) => {
                 let rule = match xs.as_slice() {
                     [a, b] if !xs.iter().any(|x| matches!(x.kind, ExprKind::Tuple(_))) => {
@@ -222,11 +228,14 @@ impl<'a, 'p> Reducer<'a, 'p> {
                 };
                 jac_of(rule, self.tangent_tree(at, e), at.primal(e))
             }
+            // (13) ext: [a₁, …, aₙ] ↦ [t₁, …, tₙ], an array literal is a tuple.
             ExprKind::Array(xs) => {
                 let ts = xs.iter().map(|x| at.tan(x)).collect();
                 jac_of("13", mk(ExprKind::Array(ts), e.ty.clone()), at.primal(e))
             }
+            // (15) ext: a.[i] is the function symbol (.[]) of ⟨a, i⟩ (its Jacobian needs len a).
             ExprKind::Index(a, i) => self.function_symbol(at, e, Sym::Index(a.ty.clone()), &[a.clone(), i.clone()]),
+            // (15) ext: a * b, a / b, a ^ b are function symbols of ⟨a, b⟩.
             ExprKind::Bin(op @ (BinOp::Mul | BinOp::Div | BinOp::Pow), a, b) => {
                 self.function_symbol(at, e, Sym::Op(*op, a.ty.clone()), &[a.clone(), b.clone()])
             }
@@ -565,8 +574,10 @@ impl<'a, 'p> Reducer<'a, 'p> {
         };
         use Builtin as B;
         let term = match b {
+            // (map) map f xs ↦ [f xs.[0], …, f xs.[n-1]], n = len xs at the point.
             B::Map => len(&args[1])
                 .map(|n| mk(ExprKind::Array((0..n).map(|i| app(&args[0], elem(&args[1], i))).collect()), e.ty.clone())),
+            // (zipWith) zipWith f xs ys ↦ [f xs.[0] ys.[0], …, f xs.[n-1] ys.[n-1]].
             B::ZipWith => match (len(&args[1]), len(&args[2])) {
                 (Some(n), Some(m)) if n == m => Some(mk(
                     ExprKind::Array(
@@ -579,10 +590,13 @@ impl<'a, 'p> Reducer<'a, 'p> {
                 }
                 _ => None,
             },
+            // (build) build n f ↦ [f 0, …, f (n-1)], n its value at the point.
             B::Build => count(&args[0])
                 .map(|n| mk(ExprKind::Array((0..n).map(|i| app(&args[1], int(i as i64))).collect()), e.ty.clone())),
+            // (fold) fold f b xs ↦ f (… (f b xs.[0]) …) xs.[n-1].
             B::Fold => len(&args[2])
                 .map(|n| (0..n).fold(args[1].clone(), |acc, i| app_n(&args[0], vec![acc, elem(&args[2], i)]))),
+            // (iterate) iterate n f x ↦ f (… (f x)), n applications.
             B::Iterate => count(&args[0]).map(|n| (0..n).fold(args[2].clone(), |x, _| app(&args[1], x))),
             _ => None,
         };
