@@ -17,7 +17,10 @@ fn names(m: &anf::mono::MonoProgram) -> Vec<String> {
 #[test]
 fn specialises_each_use_type_once() {
     let m = mono("def mult (a, b) = a * b\ndef main = (mult (2.0, 3.0), mult (2, 3), mult (1.0, 1.0))");
-    assert_eq!(names(&m), ["mult[Real] : Real * Real -> Real", "mult[Int] : Int * Int -> Int", "main : Real * Int * Real"]);
+    assert_eq!(
+        names(&m),
+        ["mult[Real] : Real * Real -> Real", "mult[Int] : Int * Int -> Int", "main : Real * Int * Real"]
+    );
 }
 
 #[test]
@@ -54,10 +57,12 @@ fn exponential_specialisation_is_refused() {
         src.push_str(&format!("def f{i} x = (f{} x, f{} (x, 1))\n", i - 1, i - 1));
     }
     src.push_str("def main = f39 1\n");
-    let p = frontend::with_big_stack(|| frontend::check_source(&src).map(|p| {
-        let root = p.lookup("main").unwrap();
-        monomorphise(&p, root).err().map(|d| d.message)
-    }));
+    let p = frontend::with_big_stack(|| {
+        frontend::check_source(&src).map(|p| {
+            let root = p.lookup("main").unwrap();
+            monomorphise(&p, root).err().map(|d| d.message)
+        })
+    });
     let msg = p.unwrap_or_else(|d| Some(d.message)).unwrap_or_default();
     assert!(msg.contains("more than"), "{msg}");
 }

@@ -125,7 +125,11 @@ enum UErr {
     Occurs(TyVar, Type),
     /// A variable of these classes met this (non-variable) type; `var_found` says whether the
     /// variable was on the found side of the comparison.
-    Class { classes: Classes, ty: Type, var_found: bool },
+    Class {
+        classes: Classes,
+        ty: Type,
+        var_found: bool,
+    },
 }
 
 impl UErr {
@@ -464,7 +468,10 @@ impl Infer {
             UErr::Occurs(v, t) => {
                 let var = p.ty(&Type::Var(v));
                 let ty = self.show(&mut p, &t);
-                Diagnostic::error(span, format!("infinite type: {var} would have to be {ty}, which contains {var} itself"))
+                Diagnostic::error(
+                    span,
+                    format!("infinite type: {var} would have to be {ty}, which contains {var} itself"),
+                )
             }
             UErr::Class { classes, ty, var_found } => {
                 let ty = self.show(&mut p, &ty);
@@ -690,7 +697,10 @@ impl Infer {
                         };
                         return Err(Diagnostic::error(
                             f.span,
-                            format!("{what} has type {} and cannot be applied to an argument", self.show(&mut p, other)),
+                            format!(
+                                "{what} has type {} and cannot be applied to an argument",
+                                self.show(&mut p, other)
+                            ),
                         )
                         .with_label(a.span, "extra argument"));
                     }

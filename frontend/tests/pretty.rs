@@ -6,11 +6,8 @@ use frontend::pretty::{self, Mode};
 
 fn reprint(src: &str) -> Option<(String, String)> {
     let p = frontend::check_source(src).ok()?;
-    let printed: String = p
-        .defs
-        .iter()
-        .map(|d| format!("def {} = {}\n", d.name, pretty::expr(&d.body, Mode::Ascii)))
-        .collect();
+    let printed: String =
+        p.defs.iter().map(|d| format!("def {} = {}\n", d.name, pretty::expr(&d.body, Mode::Ascii))).collect();
     Some((frontend::signatures(&p), printed))
 }
 

@@ -96,8 +96,11 @@ fn dispatch(args: &[String]) -> Result<String, Failure> {
         "bench" => {
             let (file, _) = file_and_flags(rest, &[])?;
             let src = read(&file)?;
-            let report = runtime::bench::bench(&src)
-                .map_err(|d| Failure::Program { path: file.clone(), src: src.clone(), diag: d })?;
+            let report = runtime::bench::bench(&src).map_err(|d| Failure::Program {
+                path: file.clone(),
+                src: src.clone(),
+                diag: d,
+            })?;
             Ok(report.to_string())
         }
         "anf" => pullback_cli::anf(rest),

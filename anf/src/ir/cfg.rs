@@ -31,7 +31,7 @@ pub fn successor(func: &Function, block: Block, k: usize) -> Option<Block> {
 pub fn reverse_postorder(func: &Function) -> Vec<Block> {
     let Some(entry) = func.entry() else { return Vec::new() };
     let in_layout = layout_set(func);
-    let mut visited: SecondaryMap<Block, bool> = SecondaryMap::new();
+    let mut visited: SecondaryMap<Block, bool> = SecondaryMap::sized(func.blocks.len());
     let mut post = Vec::with_capacity(func.layout.len());
     // Iterative DFS: (block, next successor index).
     let mut stack: Vec<(Block, usize)> = Vec::new();
@@ -58,7 +58,7 @@ pub fn reverse_postorder(func: &Function) -> Vec<Block> {
 
 /// Which blocks are in the layout.
 fn layout_set(func: &Function) -> SecondaryMap<Block, bool> {
-    let mut set = SecondaryMap::new();
+    let mut set = SecondaryMap::sized(func.blocks.len());
     for &b in &func.layout {
         set[b] = true;
     }
@@ -81,7 +81,7 @@ impl Dominators {
         for (i, &b) in rpo.iter().enumerate() {
             rpo_index[b] = i;
         }
-        let mut preds: SecondaryMap<Block, Vec<Block>> = SecondaryMap::new();
+        let mut preds: SecondaryMap<Block, Vec<Block>> = SecondaryMap::sized(func.blocks.len());
         for &b in &rpo {
             let mut k = 0;
             while let Some(s) = successor(func, b, k) {
@@ -91,7 +91,7 @@ impl Dominators {
                 }
             }
         }
-        let mut idom: SecondaryMap<Block, Option<Block>> = SecondaryMap::new();
+        let mut idom: SecondaryMap<Block, Option<Block>> = SecondaryMap::sized(func.blocks.len());
         let Some(&entry) = rpo.first() else { return Dominators { idom, rpo_index } };
         idom[entry] = Some(entry);
         let mut changed = true;

@@ -67,6 +67,10 @@ impl<K: EntityRef, V> PrimaryMap<K, V> {
     pub fn new() -> Self {
         PrimaryMap { elems: Vec::new(), unused: PhantomData }
     }
+    /// An empty map with room for `n` entities.
+    pub fn with_capacity(n: usize) -> Self {
+        PrimaryMap { elems: Vec::with_capacity(n), unused: PhantomData }
+    }
     /// Allocates a new entity holding `v`.
     pub fn push(&mut self, v: V) -> K {
         let k = K::new(self.elems.len());
@@ -159,6 +163,11 @@ impl<K: EntityRef, V: Clone + Default> SecondaryMap<K, V> {
     /// A map in which every entity reads as `V::default()`.
     pub fn new() -> Self {
         SecondaryMap::with_default(V::default())
+    }
+    /// Like [`SecondaryMap::new`], with room for entities below `n` made up front (no growth
+    /// while they are set).
+    pub fn sized(n: usize) -> Self {
+        SecondaryMap { elems: vec![V::default(); n], default: V::default(), unused: PhantomData }
     }
 }
 

@@ -89,7 +89,7 @@ fn find(names: &Names, func: &Function) -> Option<Plan> {
     if !makes_bags {
         return None;
     }
-    let mut pos: SecondaryMap<Inst, Option<Pos>> = SecondaryMap::new();
+    let mut pos: SecondaryMap<Inst, Option<Pos>> = SecondaryMap::sized(func.insts.len());
     let mut uses: rustc_hash::FxHashMap<Value, Vec<Pos>> = rustc_hash::FxHashMap::default();
     let mut fresh = Vec::new();
     for &b in &func.layout {

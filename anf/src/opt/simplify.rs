@@ -211,7 +211,7 @@ impl<'a> Simplifier<'a> {
 
     /// Every edge into each block: `(from block, which target)`.
     fn edges(&self) -> Edges {
-        let mut count: SecondaryMap<Block, u32> = SecondaryMap::new();
+        let mut count: SecondaryMap<Block, u32> = SecondaryMap::sized(self.func.blocks.len());
         let mut total = 0usize;
         for &b in &self.func.layout {
             let mut k = 0;
@@ -221,7 +221,7 @@ impl<'a> Simplifier<'a> {
                 k += 1;
             }
         }
-        let mut start: SecondaryMap<Block, (u32, u32)> = SecondaryMap::new();
+        let mut start: SecondaryMap<Block, (u32, u32)> = SecondaryMap::sized(self.func.blocks.len());
         let mut at = 0u32;
         for &b in &self.func.layout {
             start[b] = (at, 0);
@@ -288,6 +288,15 @@ impl<'a> Simplifier<'a> {
         // Drop the arguments on every edge, then the parameters.
         for &b in &self.func.layout.clone() {
             let Some(&last) = self.func.blocks[b].insts.last() else { continue };
+            let mut touches = false;
+            let mut k = 0;
+            while let Some(s) = successor(self.func, b, k) {
+                touches |= drop.contains_key(&s);
+                k += 1;
+            }
+            if !touches {
+                continue;
+            }
             let mut op = self.func.insts[last].op.clone();
             let prune = |bc: &mut BlockCall| {
                 if let Some(mask) = drop.get(&bc.block) {
@@ -553,7 +562,7 @@ impl<'a> Simplifier<'a> {
             return Vec::new();
         }
         let doms = Dominators::compute(func);
-        let mut pos: SecondaryMap<Inst, (u32, u32)> = SecondaryMap::new();
+        let mut pos: SecondaryMap<Inst, (u32, u32)> = SecondaryMap::sized(func.insts.len());
         for (bi, &b) in func.layout.iter().enumerate() {
             for (k, &i) in func.blocks[b].insts.iter().enumerate() {
                 pos[i] = (bi as u32, k as u32);
@@ -675,6 +684,15 @@ impl<'a> Simplifier<'a> {
         }
         for &a in &self.func.layout.clone() {
             let Some(&last) = self.func.blocks[a].insts.last() else { continue };
+            let mut touches = false;
+            let mut k = 0;
+            while let Some(s) = successor(self.func, a, k) {
+                touches |= forward.contains_key(&s);
+                k += 1;
+            }
+            if !touches {
+                continue;
+            }
             let mut op = self.func.insts[last].op.clone();
             let mut changed = false;
             let func = &*self.func;
@@ -717,9 +735,9 @@ impl<'a> Simplifier<'a> {
     /// dead instructions goes in one pass.
     fn remove_dead(&mut self) {
         let func = &*self.func;
-        let mut uses: SecondaryMap<Value, u32> = SecondaryMap::new();
+        let mut uses: SecondaryMap<Value, u32> = SecondaryMap::sized(func.values.len());
         // Uses other than as the address of a store.
-        let mut read_uses: SecondaryMap<Value, u32> = SecondaryMap::new();
+        let mut read_uses: SecondaryMap<Value, u32> = SecondaryMap::sized(func.values.len());
         let mut stores_to: FxHashMap<Value, Vec<Inst>> = FxHashMap::default();
         let mut work: Vec<Inst> = Vec::new();
         for &b in &func.layout {
@@ -835,9 +853,18 @@ enum Folded {
 
 /// A copy of `f` with only its layout's blocks, values and instructions, numbered in order.
 pub fn compact(f: &Function) -> Function {
-    let mut out = Function::empty(&f.name, f.sig.clone());
-    let mut bmap: SecondaryMap<Block, Option<Block>> = SecondaryMap::new();
-    let mut vmap: SecondaryMap<Value, Option<Value>> = SecondaryMap::new();
+    let n_insts: usize = f.layout.iter().map(|b| f.blocks[*b].insts.len()).sum();
+    let n_params: usize = f.layout.iter().map(|b| f.blocks[*b].params.len()).sum();
+    let mut out = Function {
+        name: f.name.clone(),
+        sig: f.sig.clone(),
+        values: crate::ir::PrimaryMap::with_capacity(n_insts + n_params),
+        insts: crate::ir::PrimaryMap::with_capacity(n_insts),
+        blocks: crate::ir::PrimaryMap::with_capacity(f.layout.len()),
+        layout: Vec::with_capacity(f.layout.len()),
+    };
+    let mut bmap: SecondaryMap<Block, Option<Block>> = SecondaryMap::sized(f.blocks.len());
+    let mut vmap: SecondaryMap<Value, Option<Value>> = SecondaryMap::sized(f.values.len());
     for &b in &f.layout {
         let nb = out.blocks.push(BlockData::default());
         out.layout.push(nb);
@@ -849,12 +876,14 @@ pub fn compact(f: &Function) -> Function {
             vmap[p] = Some(out.append_block_param(nb, f.values[p].ty));
         }
     }
-    let mut copies = Vec::new();
+    let mut copies = Vec::with_capacity(n_insts);
     for &b in &f.layout {
         let nb = bmap[b].expect("mapped above");
+        out.blocks[nb].insts.reserve_exact(f.blocks[b].insts.len());
         for &i in &f.blocks[b].insts {
-            let ni = out.insts.push(InstData { op: Op::Null, results: Vec::new() });
-            for (n, r) in f.insts[i].results.iter().enumerate() {
+            let rs = &f.insts[i].results;
+            let ni = out.insts.push(InstData { op: Op::Null, results: Vec::with_capacity(rs.len()) });
+            for (n, r) in rs.iter().enumerate() {
                 let v = out.values.push(ValueData { ty: f.values[*r].ty, def: ValueDef::Result(ni, n as u32) });
                 vmap[*r] = Some(v);
                 out.insts[ni].results.push(v);

@@ -150,6 +150,21 @@ pub fn trace(program: &MonoProgram, config: &Config) -> Result<String, Diagnosti
     Ok(lines.into_iter().map(|l| l + "\n").collect())
 }
 
+/// `main` reduced by the term reducer rather than the environment-based interpreter (the same
+/// value; the tests check that the two agree on every example).
+pub fn reduce_main(program: &MonoProgram) -> EvalResult {
+    let mut it = Interp::new(program);
+    let Some(main) = program.defs.last() else { return Ok(Value::Unit) };
+    while it.globals.len() + 1 < program.defs.len() {
+        let d = &program.defs[it.globals.len()];
+        let v = it.eval(&d.body, &Env::default())?;
+        it.globals.push(v);
+    }
+    let mut red = Reducer::new(&mut it, main.body.span, &Config::default());
+    let r = red.eval(&main.body)?;
+    readback::to_value(&mut red, &r)
+}
+
 /// `nabla anf`: each definition (or the one named) in A-normal form, in the paper's notation. A
 /// definition that fits in 100 columns takes one line, `f = λ⟨x, y⟩. let z1 = …; z2 = … in z2`;
 /// a longer one takes a line per binding.

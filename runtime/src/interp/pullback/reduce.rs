@@ -305,8 +305,14 @@ impl<'a, 'p> Reducer<'a, 'p> {
                 }
             }
             ExprKind::Ann(x, _) => Some((lab("≡"), x.clone())),
-            ExprKind::Derive(_) => {
-                return Err(self.error_at(&e, "`derive` inside a pullback is not supported by the reducer".into()))
+            // ILC's Derive is the interpreter's business: a closed term's derivative, read back.
+            ExprKind::Derive(a) => {
+                if !is_closed(a) {
+                    return Err(self.error_at(&e, "`derive` of a term with free variables".into()));
+                }
+                let span = if e.span == Span::SYNTHETIC || e.span == CHAIN { self.span } else { e.span };
+                let v = crate::interp::incremental::eval_derive(self.it, a, span)?;
+                Some((lab("Derive"), super::readback::readback(&v, &e.ty)))
             }
             ExprKind::Tuple(xs) | ExprKind::Array(xs) => {
                 for i in 0..xs.len() {
@@ -453,7 +459,13 @@ impl<'a, 'p> Reducer<'a, 'p> {
             _ => {}
         }
         let literal = |x: &E| vector::is_vector(x) && !is_zero(x);
-        if !(literal(a) && literal(b)) {
+        // Changes (ILC's ⊕, ⊖) and equality work on any closed values.
+        let closed_values = matches!(op, BinOp::Oplus | BinOp::Ominus | BinOp::Eq | BinOp::Ne)
+            && is_closed(a)
+            && is_closed(b)
+            && !is_zero(a)
+            && !is_zero(b);
+        if !(literal(a) && literal(b) || closed_values) {
             return Ok(None);
         }
         // Reduction 3: an operator is a function symbol applied to literals.
