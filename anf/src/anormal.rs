@@ -190,19 +190,20 @@ struct Anf<'f> {
 type Bindings = Vec<(Rc<Pat>, E)>;
 
 impl Anf<'_> {
-    fn new_var(&mut self, ty: &Type) -> (Rc<Pat>, E) {
+    fn new_var(&mut self, ty: &Type, span: Span) -> (Rc<Pat>, E) {
         self.names += 1;
         let name: Name = format!("z{}", self.names).into();
         let id = (self.fresh)();
         self.last_fresh = Some(id);
         let pat = Rc::new(Pat::var(name.clone(), id, ty.clone()));
-        let var = Expr::new(ExprKind::Var(name, VarRef::Local(id)), Span::SYNTHETIC, ty.clone());
+        let var = Expr::new(ExprKind::Var(name, VarRef::Local(id)), span, ty.clone());
         (pat, var)
     }
 
-    /// Binds the elementary term `e` to a fresh variable and returns that variable.
+    /// Binds the elementary term `e` to a fresh variable and returns that variable, which carries
+    /// `e`'s span (an error about the value, such as a duplicate map key, points at its source).
     fn bind(&mut self, e: E, out: &mut Bindings) -> E {
-        let (p, v) = self.new_var(&e.ty);
+        let (p, v) = self.new_var(&e.ty, e.span);
         out.push((p, e));
         v
     }
@@ -389,6 +390,10 @@ impl Anf<'_> {
 
     fn app(&mut self, e: &E, out: &mut Bindings) -> E {
         let (head, args) = spine(e);
+        // The span of the application node holding the first `k + 1` arguments, as the
+        // interpreter reports it for an error in that application.
+        let spans = spine_spans(e);
+        let at = |k: usize| spans[k];
         match &head.kind {
             ExprKind::Var(_, VarRef::Builtin(b)) if b.arity() > 0 => {
                 let n = args.len().min(b.arity());
@@ -397,34 +402,46 @@ impl Anf<'_> {
                     let symbol =
                         i == 0 && *b == Builtin::Jac && matches!(a.kind, ExprKind::Var(..) | ExprKind::Lam(..));
                     let a = if symbol { (*a).clone() } else { self.norm(a, out) };
-                    cur = app_node(&cur, a, e.span);
+                    cur = app_node(&cur, a, at(i));
                 }
                 let mut v = self.bind(cur, out);
-                for a in &args[n..] {
+                for (i, a) in args.iter().enumerate().skip(n) {
                     let a = self.norm(a, out);
-                    v = self.bind(app_node(&v, a, e.span), out);
+                    v = self.bind(app_node(&v, a, at(i)), out);
                 }
                 v
             }
             ExprKind::Var(_, VarRef::Global(_)) => {
                 let a = self.norm(args[0], out);
-                let mut v = self.bind(app_node(head, a, e.span), out);
-                for a in &args[1..] {
+                let mut v = self.bind(app_node(head, a, at(0)), out);
+                for (i, a) in args.iter().enumerate().skip(1) {
                     let a = self.norm(a, out);
-                    v = self.bind(app_node(&v, a, e.span), out);
+                    v = self.bind(app_node(&v, a, at(i)), out);
                 }
                 v
             }
             _ => {
                 let mut v = self.norm(head, out);
-                for a in &args {
+                for (i, a) in args.iter().enumerate() {
                     let a = self.norm(a, out);
-                    v = self.bind(app_node(&v, a, e.span), out);
+                    v = self.bind(app_node(&v, a, at(i)), out);
                 }
                 v
             }
         }
     }
+}
+
+/// The spans of the application nodes of a spine `h a1 … an`, innermost (`h a1`) first.
+fn spine_spans(e: &E) -> Vec<Span> {
+    let mut spans = Vec::new();
+    let mut cur = e;
+    while let ExprKind::App(f, _) = &cur.kind {
+        spans.push(cur.span);
+        cur = f;
+    }
+    spans.reverse();
+    spans
 }
 
 /// `f a`, typed from `f`'s function type.

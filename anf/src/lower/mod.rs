@@ -127,6 +127,8 @@ pub fn lower(mono: &MonoProgram, options: &LowerOptions) -> Result<Lowered, Lowe
     if let Some(u) = unsupported(mono) {
         return Err(LowerError::unsupported(u.span, u.what));
     }
+    let normal = a_normal(mono);
+    let mono = &normal;
     let root = mono.defs.last().ok_or_else(|| LowerError::internal("the program has no definitions"))?;
     let root_ty = root.ty.clone();
     let mut l = Lowerer::new(mono);
@@ -138,6 +140,22 @@ pub fn lower(mono: &MonoProgram, options: &LowerOptions) -> Result<Lowered, Lowe
     };
     l.finish()?;
     Ok(Lowered { module: l.module, main, apply, sites: l.sites, root_ty })
+}
+
+/// `mono` with every definition's body A-normalised (`anf::anormal`, the paper's let-series of
+/// elementary terms): the form the compiler lowers, shared with the pullback semantics.
+fn a_normal(mono: &MonoProgram) -> MonoProgram {
+    let mut next = mono.next_local;
+    let mut fresh = || {
+        next += 1;
+        frontend::syntax::LocalId(next - 1)
+    };
+    let defs = mono
+        .defs
+        .iter()
+        .map(|d| crate::mono::MonoDef { body: crate::anormal::anormalise_def(&d.body, &mut fresh), ..d.clone() })
+        .collect();
+    MonoProgram { defs, next_local: next }
 }
 
 /// A λ-chain's index.

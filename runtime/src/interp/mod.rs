@@ -168,11 +168,15 @@ impl<'p> Interp<'p> {
                 Value::Bag(Rc::new(bag))
             }
             ExprKind::Map(xs) => {
-                let mut m = MapV::default();
+                // Every key and value is evaluated, left to right, before the map is built (as in
+                // the literal's A-normal form, `map{z1 -> z2, …}`); then a repeated key is an error.
+                let mut entries = Vec::with_capacity(xs.len());
                 for (k, v) in xs {
-                    let kv = self.eval(k, env)?;
+                    entries.push((self.eval(k, env)?, self.eval(v, env)?));
+                }
+                let mut m = MapV::default();
+                for ((kv, vv), (k, _)) in entries.into_iter().zip(xs.iter()) {
                     let key = kv.to_key().ok_or_else(|| internal(k.span, "an equality-typed value", &kv))?;
-                    let vv = self.eval(v, env)?;
                     if m.entries.insert(key, vv).is_some() {
                         return Err(Diagnostic::error(k.span, format!("duplicate key {kv} in map literal")));
                     }
