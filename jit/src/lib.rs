@@ -568,76 +568,10 @@ impl Needs {
     }
 }
 
-/// Which functions are on a cycle of the call graph (Tarjan's strongly connected components):
-/// only they can nest calls without bound, so only they check the stack limit.
+/// Which functions are on a cycle of the call graph: only they can nest calls without bound, so
+/// only they check the stack limit.
 fn recursive(m: &ir::Module) -> Vec<bool> {
-    let n = m.funcs.len();
-    let succ: Vec<Vec<usize>> = m
-        .funcs
-        .values()
-        .map(|f| {
-            layout_ops(f)
-                .filter_map(|op| match op {
-                    ir::Op::Call(g, _) if g.index() < n => Some(g.index()),
-                    _ => None,
-                })
-                .collect()
-        })
-        .collect();
-    let mut index = vec![usize::MAX; n];
-    let mut low = vec![0; n];
-    let mut on_stack = vec![false; n];
-    let mut stack = Vec::new();
-    let mut out = vec![false; n];
-    let mut next = 0;
-    for root in 0..n {
-        if index[root] != usize::MAX {
-            continue;
-        }
-        // Iterative Tarjan: (node, next successor position).
-        let mut work = vec![(root, 0usize)];
-        index[root] = next;
-        low[root] = next;
-        next += 1;
-        stack.push(root);
-        on_stack[root] = true;
-        while let Some(&mut (v, ref mut i)) = work.last_mut() {
-            if *i < succ[v].len() {
-                let w = succ[v][*i];
-                *i += 1;
-                if index[w] == usize::MAX {
-                    index[w] = next;
-                    low[w] = next;
-                    next += 1;
-                    stack.push(w);
-                    on_stack[w] = true;
-                    work.push((w, 0));
-                } else if on_stack[w] {
-                    low[v] = low[v].min(index[w]);
-                }
-            } else {
-                work.pop();
-                if let Some(&(u, _)) = work.last() {
-                    low[u] = low[u].min(low[v]);
-                }
-                if low[v] == index[v] {
-                    let mut component = Vec::new();
-                    while let Some(w) = stack.pop() {
-                        on_stack[w] = false;
-                        component.push(w);
-                        if w == v {
-                            break;
-                        }
-                    }
-                    let cyclic = component.len() > 1 || succ[v].contains(&v);
-                    for w in component {
-                        out[w] = cyclic;
-                    }
-                }
-            }
-        }
-    }
-    out
+    anf::opt::recursive_functions(m)
 }
 
 /// Which functions may fail: those with a failing instruction, a fallible support call or a stack
