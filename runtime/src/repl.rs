@@ -22,7 +22,7 @@ pub fn run(render: &dyn Fn(&str, &str, &Diagnostic) -> String) -> Result<(), Str
                 match session.input(line) {
                     Reply::Quit => break,
                     Reply::Text(t) => print!("{t}"),
-                    Reply::Error(d) => eprint!("{}", render("<repl>", line, &d)),
+                    Reply::Error(src, d) => eprint!("{}", render("<repl>", &src, &d)),
                 }
             }
             Err(ReadlineError::Interrupted) | Err(ReadlineError::Eof) => break,
@@ -35,7 +35,9 @@ pub fn run(render: &dyn Fn(&str, &str, &Diagnostic) -> String) -> Result<(), Str
 /// What the session answers to one line.
 pub enum Reply {
     Text(String),
-    Error(Diagnostic),
+    /// An error and the text its spans point into: the line, or the definitions entered before
+    /// it when the error lies in one of them (a run-time error inside an earlier definition).
+    Error(String, Diagnostic),
     Quit,
 }
 
@@ -56,6 +58,10 @@ const HELP: &str = "\
 
 impl Session {
     pub fn input(&mut self, line: &str) -> Reply {
+        // A comment line is like a blank one.
+        if line.trim_start().starts_with("--") {
+            return Reply::Text(String::new());
+        }
         if line == ":quit" || line == ":q" {
             return Reply::Quit;
         }
@@ -66,10 +72,19 @@ impl Session {
             return Reply::Text(frontend::signatures(&self.program));
         }
         if let Some(e) = line.strip_prefix(":type ").or_else(|| line.strip_prefix(":t ")) {
-            return match self.typed(e) {
+            return match self.typed(e, line.len() - e.len()) {
                 Ok((_, scheme)) => Reply::Text(format!("{}\n", TypePrinter::new().scheme(&scheme))),
-                Err(d) => Reply::Error(shift(d, line.len() - e.len())),
+                Err(d) => self.error(line, d),
             };
+        }
+        if line.starts_with(':') {
+            let word = line.split_whitespace().next().unwrap_or(line);
+            let msg = match word {
+                ":type" | ":t" => "`:type` needs an expression: `:type EXPR`".to_string(),
+                _ => format!("unknown command `{word}` (:help lists the commands)"),
+            };
+            let at = self.source.len();
+            return self.error(line, Diagnostic::error(frontend::Span::new(at, at + word.len()), msg));
         }
         if line.starts_with("def ") {
             let candidate = format!("{}{}\n", self.source, line);
@@ -81,24 +96,44 @@ impl Session {
                     self.program = p;
                     Reply::Text(text)
                 }
-                Err(d) => Reply::Error(shift_back(d, self.source.len())),
+                Err(d) => self.error(line, d),
             };
         }
         match self.eval(line) {
             Ok(text) => Reply::Text(text),
-            Err(d) => Reply::Error(d),
+            Err(d) => self.error(line, d),
         }
     }
 
-    fn typed(&self, src: &str) -> Result<(frontend::syntax::E, frontend::types::Scheme), Diagnostic> {
-        let (e, next) = frontend::parser::parse_expr_in(src, &self.program)?;
+    /// An error whose spans are offsets into the definitions followed by `line`, located in
+    /// the line when its primary span is there, else in the definitions.
+    fn error(&self, line: &str, mut d: Diagnostic) -> Reply {
+        let base = self.source.len();
+        if (d.span.lo as usize) < base {
+            d.labels.retain(|(s, _)| (s.hi as usize) <= base);
+            return Reply::Error(self.source.clone(), d);
+        }
+        let back = |s: frontend::Span| frontend::Span::new(s.lo as usize - base, s.hi as usize - base);
+        d.span = back(d.span);
+        d.labels = d.labels.into_iter().filter(|(s, _)| (s.lo as usize) >= base).map(|(s, t)| (back(s), t)).collect();
+        Reply::Error(line.to_string(), d)
+    }
+
+    /// `src` placed after the definitions: spans in it are offsets into the definitions followed by
+    /// the line, `at` bytes into the line, like the spans of errors raised inside definitions.
+    fn placed(&self, src: &str, at: usize) -> String {
+        format!("{}{src}", " ".repeat(self.source.len() + at))
+    }
+
+    fn typed(&self, src: &str, at: usize) -> Result<(frontend::syntax::E, frontend::types::Scheme), Diagnostic> {
+        let (e, next) = frontend::parser::parse_expr_in(&self.placed(src, at), &self.program)?;
         let mut p = self.program.clone();
         p.next_local = next;
         frontend::infer::check_expr(&p, &e)
     }
 
     fn eval(&self, src: &str) -> Result<String, Diagnostic> {
-        let (e, next) = frontend::parser::parse_expr_in(src, &self.program)?;
+        let (e, next) = frontend::parser::parse_expr_in(&self.placed(src, 0), &self.program)?;
         let mut p = self.program.clone();
         p.next_local = next;
         let (body, scheme) = frontend::infer::check_expr(&p, &e)?;
@@ -107,19 +142,4 @@ impl Session {
         let v = crate::engine_eval(&mono)?;
         Ok(format!("{v}\n"))
     }
-}
-
-/// Errors in `:type e` point into `e`; move them to the whole line.
-fn shift(mut d: Diagnostic, by: usize) -> Diagnostic {
-    d.span = frontend::Span::new(d.span.lo as usize + by, d.span.hi as usize + by);
-    d
-}
-
-/// Errors in a new definition point into the accumulated source; move them to the line.
-fn shift_back(mut d: Diagnostic, by: usize) -> Diagnostic {
-    let lo = (d.span.lo as usize).saturating_sub(by);
-    let hi = (d.span.hi as usize).saturating_sub(by);
-    d.span = frontend::Span::new(lo, hi);
-    d.labels.clear();
-    d
 }
