@@ -107,6 +107,45 @@ impl At {
     fn primal(&self, e: &E) -> E {
         subst(e, &self.prim)
     }
+    /// `e` with each variable of `y` whose value holds arrays written at that value's shape,
+    /// `yᵢ ≡ [yᵢ.[0], …, yᵢ.[n-1]]` with `n = len Vᵢ` (and tuples componentwise). The lengths are
+    /// discrete, hence constant near `V`: a term in `y` made at this point is valid near `V`, and
+    /// a premise reduced at it can unfold `map`, `fold`, … (the symbolic point's shape is known).
+    fn shaped(&self, e: &E) -> E {
+        let s: FxHashMap<LocalId, E> = free_vars(e)
+            .into_iter()
+            .filter_map(|(id, n, ty)| {
+                let v = self.prim.get(&id)?;
+                let x = var(n, id, &ty);
+                let ex = expand_shape(&x, v);
+                (!Rc::ptr_eq(&ex, &x)).then_some((id, ex))
+            })
+            .collect();
+        subst(e, &s)
+    }
+}
+
+/// `x` written at the shape of its value `v`: `[x.[0], …]` for an array literal, `⟨π1 x, …⟩` for a
+/// tuple holding arrays, recursively; `x` itself otherwise.
+pub(super) fn expand_shape(x: &E, v: &E) -> E {
+    match (&v.kind, &x.ty) {
+        (ExprKind::Array(vs), Type::Array(t)) => {
+            let xs = vs
+                .iter()
+                .enumerate()
+                .map(|(i, vi)| expand_shape(&mk(ExprKind::Index(x.clone(), int(i as i64)), (**t).clone()), vi))
+                .collect();
+            mk(ExprKind::Array(xs), x.ty.clone())
+        }
+        (ExprKind::Tuple(vs), Type::Tuple(_)) => {
+            let xs: Vec<E> = vs.iter().enumerate().map(|(i, vi)| expand_shape(&proj(x, i), vi)).collect();
+            if xs.iter().enumerate().all(|(i, c)| matches!(&c.kind, ExprKind::Proj(_, j) if *j == i)) {
+                return x.clone();
+            }
+            tuple(xs)
+        }
+        _ => x.clone(),
+    }
 }
 
 enum Premise {
@@ -433,6 +472,14 @@ impl<'a, 'p> Reducer<'a, 'p> {
             use Builtin as B;
             return match b {
                 _ if is_prim(b) => self.function_symbol(at, e, Sym::Prim(b, head.ty.clone()), &args),
+                // (A) J's function written as a λ that depends on y: name it, so that rule 18 gives
+                // its tangent and rules 14 and J see a variable of y.
+                B::Jac if At::var_id(&args[0]).is_none() && mentions_any(&args[0], &at.ids) => {
+                    let (pg, g) = fresh_var("g", &args[0].ty);
+                    let t =
+                        mk(ExprKind::Let(pg, args[0].clone(), app_n(&app(&head, g), args[1..].to_vec())), e.ty.clone());
+                    rewrite(self, "A", &t)
+                }
                 // (14) J f · yᵢ ↦ J f · vᵢ; J is linear in f too, so a function that depends on y
                 // adds J v_f · Vᵢ.
                 B::Jac if args.len() == 2 => {
@@ -451,8 +498,20 @@ impl<'a, 'p> Reducer<'a, 'p> {
                     if is_zero(&f) && !at.dep(&args[0]) {
                         return Ok(Elem::Zero { primal: at.primal(e) });
                     }
+                    if !at.dep(&args[0]) && matches!(self.symbol_of(&f), Sym::Index(_)) {
+                        // (14) ext: (J (.[]) · t) p is linear in t and depends on p only through its
+                        // length (discrete): J (.[]) · t′ at P, which keeps the length for reduction 5.
+                        let (t, p) = (&args[1], &args[2]);
+                        if is_zero(&at.tan(t)) && !matches!(t.kind, ExprKind::Tuple(_)) {
+                            return Ok(Elem::Zero { primal: at.primal(e) });
+                        }
+                        let s = app(&jac(f.clone(), self.tangent_tree(at, t)), at.prim(p));
+                        return Ok(Elem::Jac { label: "14".into(), s, primal: at.primal(e) });
+                    }
                     if !at.dep(&args[0]) {
-                        return match self.jvp_term(&f, &args[2], &args[1])? {
+                        // The point's arrays have the lengths they have at V (locally constant).
+                        let p = at.shaped(&args[2]);
+                        return match self.jvp_term(&f, &p, &args[1])? {
                             Some(d) => rewrite(self, "J", &d),
                             None => Ok(Elem::Stuck),
                         };
