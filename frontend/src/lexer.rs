@@ -169,7 +169,8 @@ pub fn lex(src: &str) -> Result<Vec<Token>, Diagnostic> {
     while i < src.len() {
         let c = src[i..].chars().next().expect("in bounds");
         let start = i;
-        if c.is_whitespace() {
+        // A byte-order mark opening the file (as some editors write) is not part of the program.
+        if c.is_whitespace() || (c == '\u{feff}' && i == 0) {
             i += c.len_utf8();
             continue;
         }
@@ -369,6 +370,13 @@ mod tests {
                 Tok::Eof
             ]
         );
+    }
+
+    #[test]
+    fn a_byte_order_mark_opens_a_file_but_nowhere_else() {
+        assert_eq!(toks("\u{feff}def"), vec![Tok::Def, Tok::Eof]);
+        let e = lex("def \u{feff}").unwrap_err();
+        assert_eq!((e.span.lo, e.span.hi), (4, 7));
     }
 
     #[test]
