@@ -423,21 +423,20 @@ impl<'a, 'p> Reducer<'a, 'p> {
             return Ok(Elem::Rewrite { label: label.into(), series: self.anormalise(&e2) });
         };
         let (pa, a) = fresh_var("a", &argument_of(&f.ty));
-        let start = app(&pullback(f.clone(), z.clone()), a);
+        let start = app(&pullback(f.clone(), z.clone()), a.clone());
         let r = self.premise("17", &start)?;
-        let body = match &r.kind {
-            ExprKind::Zero | ExprKind::Dual(..) => r.clone(),
-            _ => {
-                return Err(self.error(&format!(
-                    "rule 17 is stuck: the nested pullback reduced to {}, not to a dual map (its point is \
-                     symbolic here, so an array's length or a branch may be unknown)",
-                    print::abbreviated(&r, 200)
-                )))
-            }
-        };
+        if is_zero(&r) || matches!(r.kind, ExprKind::Dual(..)) && !has_stuck_pullback(&r) {
+            let e2 = lam(pa, r);
+            return Ok(Elem::Rewrite { label: "17".into(), series: self.anormalise(&e2) });
+        }
         let _ = at;
-        let e2 = lam(pa, body);
-        Ok(Elem::Rewrite { label: "17".into(), series: self.anormalise(&e2) })
+        // The premise stopped (the fresh point's array lengths are unknown, so `map`, `fold`, …
+        // cannot unfold): rule 17 does not apply.
+        Err(self.error(&format!(
+            "rule 17 is stuck: the nested pullback reduced to {}, not to a dual map (its point is symbolic \
+             here, so an array's length is unknown; name the function first: `let f = fun … in pullback f w`)",
+            print::abbreviated(&r, 200)
+        )))
     }
 
     /// (if) and (if′).
@@ -667,6 +666,26 @@ impl<'a, 'p> Reducer<'a, 'p> {
             }
         }
     }
+}
+
+/// Does `e` hold a pullback applied to a point that did not reduce (a premise that stopped)?
+fn has_stuck_pullback(e: &E) -> bool {
+    let mut found = false;
+    let mut seen = FxHashSet::default();
+    fn go(e: &E, found: &mut bool, seen: &mut FxHashSet<*const Expr>) {
+        if *found || !seen.insert(Rc::as_ptr(e)) {
+            return;
+        }
+        if let ExprKind::App(f, _) = &e.kind {
+            if matches!(f.kind, ExprKind::Pullback(..)) {
+                *found = true;
+                return;
+            }
+        }
+        frontend::lin::for_each_child(e, &mut |c| go(c, found, seen));
+    }
+    go(e, &mut found, &mut seen);
+    found
 }
 
 /// A copy of `λx. l` with fresh binders (so `x ∉ FV(V)`, as rules 16 and 18 require).
