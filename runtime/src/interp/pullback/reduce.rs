@@ -536,6 +536,11 @@ impl<'a, 'p> Reducer<'a, 'p> {
         let lab = |s: &str| s.to_string();
         let literal = |x: &E| vector::is_vector(x);
         Ok(match b {
+            // (3) len depends only on the shape: len [V₀, …, Vₙ₋₁] → n, its elements symbolic or not.
+            B::Len if matches!(args[0].kind, ExprKind::Array(_)) && !literal(&args[0]) => {
+                let ExprKind::Array(xs) = &args[0].kind else { return Ok(None) };
+                Some((lab("3"), int(xs.len() as i64)))
+            }
             _ if super::prim::is_prim(b) => {
                 // Linear primitives keep the symbolic zero.
                 if matches!(b, B::Neg | B::Sum) && is_zero(&args[0])

@@ -13,7 +13,7 @@
 //! (10)    y₁ + y₂, y₁ - y₂, -y₁, y₁ + z        ↦ v₁ + v₂, v₁ - v₂, -v₁, v₁        (10a/10b; ext: -, neg)
 //! (11)    y ↦ v        (12)  yᵢ ↦ vᵢ,  πi yⱼ ↦ πi vⱼ
 //! (13)    ⟨a₁, …, aₙ⟩, [a₁, …, aₙ] ↦ the same with tangents, 0 for a z         (13a–c; ext: n-ary, arrays)
-//! (14)    J f · yᵢ ↦ J f · vᵢ
+//! (14)    J f · yᵢ ↦ J f · vᵢ;  ext: (J f · t) p ↦ (J f · t′) P for f = (.[]), sum (p only through len)
 //! (15)    f(a₁, …, aₙ) ↦ (J f · ⟨t₁, …, tₙ⟩) ⟨A₁, …, Aₙ⟩   f ∈ F: primitives, operators, .[i],
 //!         definitions of first-order type; ext: any function not depending on y, `z yᵢ`
 //! (lin)   star yᵢ, unstar yᵢ, (Ω yᵢ) x ↦ star vᵢ, unstar vᵢ, star vᵢ                        (ext)
@@ -29,7 +29,8 @@
 //! (fold)  fold f b xs ↦ f (… (f b xs.[0]) …) xs.[n-1]                                    (ext)
 //! (iterate) iterate n f x ↦ f (… (f x))                 n applications                   (ext)
 //! (grad)  grad f x ↦ unstar (((Ω f)·(Ω 1.0)) x); likewise vjp, jacobian                  (ext)
-//! (J)     (J f · t) p ↦ the derivative of f as a term, to differentiate it again         (ext)
+//! (J)     (J f · t) p ↦ the derivative of f as a term, to differentiate it again, its premise
+//!         at p's shape [p.[0], …, p.[n-1]], n = len Vₚ                                   (ext)
 //! (20a)   ((Ω λy. ⟨y, E⟩)·ω) V → (λv. ⟨v, S⟩)*·(ω ⟨V, E[V/y]⟩)   if E's rule gives S
 //! (20b)   ((Ω λy. ⟨y, E⟩)·ω) V → (λv. ⟨v, 0⟩)*·(ω ⟨V, E⟩)          if y ∉ FV(E)
 //! ```
@@ -497,9 +498,10 @@ impl<'a, 'p> Reducer<'a, 'p> {
                     if is_zero(&f) && !at.dep(&args[0]) {
                         return Ok(Elem::Zero { primal: at.primal(e) });
                     }
-                    if !at.dep(&args[0]) && matches!(self.symbol_of(&f), Sym::Index(_)) {
-                        // (14) ext: (J (.[]) · t) p is linear in t and depends on p only through its
-                        // length (discrete): J (.[]) · t′ at P, which keeps the length for reduction 5.
+                    if !at.dep(&args[0]) && matches!(self.symbol_of(&f), Sym::Index(_) | Sym::Prim(B::Sum, _)) {
+                        // (14) ext: (J f · t) p for f = (.[]) or sum is linear in t and depends on p only
+                        // through its length (discrete): J f · t′ at P, which keeps the length for
+                        // reduction 5 (the derivative as a term, t.[i] or sum t, would lose it).
                         let (t, p) = (&args[1], &args[2]);
                         if is_zero(&at.tan(t)) && !matches!(t.kind, ExprKind::Tuple(_)) {
                             return Ok(Elem::Zero { primal: at.primal(e) });
