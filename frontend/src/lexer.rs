@@ -338,6 +338,11 @@ fn lex_number(src: &str, i: usize, after_dot: bool) -> Result<(Tok, usize), Diag
     } else {
         match text.parse::<i64>() {
             Ok(n) => Ok((Tok::Int(n), j)),
+            // `-9223372036854775808` is the least Int: right after a `-` the digits of 2^63 lex as
+            // i64::MIN, which the parser's negation of a literal (wrapping) keeps as it is.
+            Err(_) if i > 0 && bytes[i - 1] == b'-' && text.parse::<u64>() == Ok(1 << 63) => {
+                Ok((Tok::Int(i64::MIN), j))
+            }
             Err(_) => Err(Diagnostic::error(span, format!("integer literal `{text}` does not fit in 64 bits"))),
         }
     }
@@ -409,5 +414,9 @@ mod tests {
         assert!(lex("1e").is_err());
         assert!(lex("12ab").is_err());
         assert!(lex("1e400").is_err());
+        // 2^63 fits only as the digits of the least Int, right after a `-`.
+        assert!(lex("9223372036854775808").is_err());
+        assert!(lex("- 9223372036854775808").is_err());
+        assert_eq!(toks("-9223372036854775808"), vec![Tok::Minus, Tok::Int(i64::MIN), Tok::Eof]);
     }
 }

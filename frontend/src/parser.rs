@@ -739,7 +739,7 @@ impl Parser {
         match self.peek().clone() {
             Tok::Int(n) => {
                 self.bump();
-                Ok(if neg { -n } else { n })
+                Ok(if neg { n.wrapping_neg() } else { n })
             }
             _ => Err(self.unexpected("an integer multiplicity after `#`")),
         }
