@@ -104,7 +104,7 @@ pub fn incr(args: &[String]) -> Result<String, Failure> {
             Err(d) => {
                 failed += 1;
                 let _ = out.flush();
-                eprint!("{}", render(&changes_path, &changes_src, &d));
+                crate::to_stderr(&render(&changes_path, &changes_src, &d));
             }
         }
     }

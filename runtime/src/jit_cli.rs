@@ -11,7 +11,7 @@ use crate::{read, Failure};
 pub fn run(mono: &anf::mono::MonoProgram) -> Result<Value, Diagnostic> {
     let r = runtime::engine::run(mono)?;
     if let Some(note) = r.note {
-        eprintln!("note: {note}");
+        crate::to_stderr(&format!("note: {note}\n"));
     }
     Ok(r.value)
 }

@@ -6,6 +6,7 @@ mod jit_cli;
 mod pullback_cli;
 mod repl;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use codespan_reporting::diagnostic::{Diagnostic as Report, Label};
@@ -49,22 +50,34 @@ fn main() -> ExitCode {
     let result = frontend::with_big_stack(move || dispatch(&args));
     match result {
         Ok(out) => {
-            print!("{out}");
-            ExitCode::SUCCESS
+            // A closed or full stdout is an error to report, not a panic (`print!` would panic).
+            let mut stdout = std::io::stdout().lock();
+            match stdout.write_all(out.as_bytes()).and_then(|_| stdout.flush()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    to_stderr(&format!("error: cannot write the output: {e}\n"));
+                    ExitCode::from(1)
+                }
+            }
         }
         Err(Failure::Program { path, src, diag }) => {
-            eprint!("{}", render(&path, &src, &diag));
+            to_stderr(&render(&path, &src, &diag));
             ExitCode::from(1)
         }
         Err(Failure::Plain(msg)) => {
-            eprintln!("error: {msg}");
+            to_stderr(&format!("error: {msg}\n"));
             ExitCode::from(1)
         }
         Err(Failure::Usage(msg)) => {
-            eprintln!("error: {msg}\n\n{USAGE}");
+            to_stderr(&format!("error: {msg}\n\n{USAGE}\n"));
             ExitCode::from(2)
         }
     }
+}
+
+/// Writes to stderr, ignoring failure (there is nowhere left to report it; `eprint!` would panic).
+pub(crate) fn to_stderr(text: &str) {
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
 fn dispatch(args: &[String]) -> Result<String, Failure> {

@@ -5,12 +5,18 @@ use frontend::syntax::{Def, DefId, Program};
 use frontend::types::TypePrinter;
 use frontend::Diagnostic;
 use rustyline::error::ReadlineError;
+use std::io::Write;
 
 /// Runs the loop on the terminal (or on piped standard input).
 pub fn run(render: &dyn Fn(&str, &str, &Diagnostic) -> String) -> Result<(), String> {
     let mut rl = rustyline::DefaultEditor::new().map_err(|e| format!("cannot start the line editor: {e}"))?;
     let mut session = Session::default();
-    println!("Nabla REPL — `def` adds a definition, an expression is evaluated, :help for commands.");
+    // A closed stdout ends the session with an error (`print!` would panic).
+    let say = |t: &str| -> Result<(), String> {
+        let mut out = std::io::stdout().lock();
+        out.write_all(t.as_bytes()).and_then(|_| out.flush()).map_err(|e| format!("cannot write the output: {e}"))
+    };
+    say("Nabla REPL — `def` adds a definition, an expression is evaluated, :help for commands.\n")?;
     loop {
         match rl.readline("nabla> ") {
             Ok(line) => {
@@ -21,8 +27,8 @@ pub fn run(render: &dyn Fn(&str, &str, &Diagnostic) -> String) -> Result<(), Str
                 let _ = rl.add_history_entry(line);
                 match session.input(line) {
                     Reply::Quit => break,
-                    Reply::Text(t) => print!("{t}"),
-                    Reply::Error(src, d) => eprint!("{}", render("<repl>", &src, &d)),
+                    Reply::Text(t) => say(&t)?,
+                    Reply::Error(src, d) => crate::to_stderr(&render("<repl>", &src, &d)),
                 }
             }
             Err(ReadlineError::Interrupted) | Err(ReadlineError::Eof) => break,
