@@ -3,7 +3,9 @@
 //! input, the Hessian-vector product `grad (fun q -> dot (grad f q) v) p` (nested pullbacks,
 //! reduction 17 and rule J) must match the central difference of the gradient along `v`,
 //! `(∇f(p + hv) − ∇f(p − hv)) / 2h` (the gradients by reverse mode, which `pullback_fd.rs` checks
-//! against finite differences of `f`). Seeded; `NABLA_HVP_SEED` picks another seed.
+//! against finite differences of `f`). So must the same product written with the inner pullback on
+//! an explicit λ, `unstar ((pullback (fun xs -> …) (omega 1.0)) q)` (rule 17, named first (A) when
+//! its premise meets a point of unknown length). Seeded; `NABLA_HVP_SEED` picks another seed.
 //!
 //! Tolerance, as in `pullback_fd.rs`: each difference quotient is taken at h = 1e-4 and h/2; where
 //! the two disagree by more than the tolerance the quotient is unreliable there and the component
@@ -136,18 +138,29 @@ fn nested_gradients_over_arrays_agree_with_differences_of_gradients() {
                 array(&dir),
                 array(&point)
             );
-            let started = std::time::Instant::now();
-            let result = eval(&hvp);
-            if std::env::var_os("NABLA_HVP_VERBOSE").is_some() {
-                eprintln!("#{k} {:?}\n{hvp}", started.elapsed());
-            }
-            let hv = match result {
-                Ok(v) => reals(&v),
-                Err(e) => {
-                    failures.push(format!("#{k}: the nested gradient failed: {e}\n{hvp}"));
-                    continue;
+            // The same product with the inner pullback written out on a λ (rule 17 on an explicit
+            // `pullback (fun xs -> …) w`, whose premise meets a point of unknown length).
+            let explicit = format!(
+                "def main = grad (fun (q : Array Real) -> dot (unstar ((pullback (fun (xs : Array Real) -> {body}) \
+                 (omega 1.0)) q)) {}) {}\n",
+                array(&dir),
+                array(&point)
+            );
+            let mut products = Vec::new();
+            for prog in [&hvp, &explicit] {
+                let started = std::time::Instant::now();
+                let result = eval(prog);
+                if std::env::var_os("NABLA_HVP_VERBOSE").is_some() {
+                    eprintln!("#{k} {:?}\n{prog}", started.elapsed());
                 }
-            };
+                match result {
+                    Ok(v) => products.push((prog, reals(&v))),
+                    Err(e) => failures.push(format!("#{k}: the nested gradient failed: {e}\n{prog}")),
+                }
+            }
+            if products.len() < 2 {
+                continue;
+            }
             let grad_at = |t: f64| -> Result<Vec<f64>, String> {
                 let q: Vec<f64> = point.iter().zip(&dir).map(|(p, v)| p + t * v).collect();
                 Ok(reals(&eval(&format!("{src}def main = grad f {}\n", array(&q)))?))
@@ -163,24 +176,26 @@ fn nested_gradients_over_arrays_agree_with_differences_of_gradients() {
                     continue;
                 }
             };
-            if hv.len() != n {
-                failures.push(format!("#{k}: the nested gradient has {} components, not {n}\n{hvp}", hv.len()));
-                continue;
-            }
-            for i in 0..n {
-                checked += 1;
-                let tol = 1e-5 * (1.0 + hv[i].abs() + g0[i].abs());
-                if !((fd1[i] - fd2[i]).abs() <= tol) {
-                    skipped += 1;
+            for (prog, hv) in &products {
+                if hv.len() != n {
+                    failures.push(format!("#{k}: the nested gradient has {} components, not {n}\n{prog}", hv.len()));
                     continue;
                 }
-                if !((hv[i] - fd2[i]).abs() <= tol) {
-                    failures.push(format!(
-                        "#{k}: (Hv){} = {} by nested pullbacks, {} by differences of gradients\n{hvp}",
-                        i + 1,
-                        hv[i],
-                        fd2[i]
-                    ));
+                for i in 0..n {
+                    checked += 1;
+                    let tol = 1e-5 * (1.0 + hv[i].abs() + g0[i].abs());
+                    if !((fd1[i] - fd2[i]).abs() <= tol) {
+                        skipped += 1;
+                        continue;
+                    }
+                    if !((hv[i] - fd2[i]).abs() <= tol) {
+                        failures.push(format!(
+                            "#{k}: (Hv){} = {} by nested pullbacks, {} by differences of gradients\n{prog}",
+                            i + 1,
+                            hv[i],
+                            fd2[i]
+                        ));
+                    }
                 }
             }
         }

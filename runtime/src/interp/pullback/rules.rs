@@ -19,6 +19,7 @@
 //! (lin)   star yᵢ, unstar yᵢ, (Ω yᵢ) x ↦ star vᵢ, unstar vᵢ, star vᵢ                        (ext)
 //! (16a–c) (λx. L)*·z, as the paper
 //! (17)    (Ω λx. L)·z ↦ λa. (λv. S)*·(z P)   if ((Ω λx. L)·z) a →* (λv. S)*·(z P), a fresh
+//!         if that premise stops: (Ω λx. L)·z ↦ let g = λx. L in (Ω g)·z first              (A)
 //! (18)    λx. L ↦ λx. S                       if ((Ω λy. L)·ω′) V →* (λv. S)*·(ω′ P)
 //! (19a–c) yᵢ z, yᵢ yⱼ, as the paper (a function value that is not a λ is η-expanded first)
 //! (if)    if yᵢ then L₁ else L₂ ↦ the branch Vᵢ selects                                   (ext)
@@ -430,14 +431,28 @@ impl<'a, 'p> Reducer<'a, 'p> {
             let e2 = lam(pa, r);
             return Ok(Elem::Rewrite { label: "17".into(), series: self.anormalise(&e2) });
         }
+        // The premise stopped (the fresh point `a` has no shape, so `map`, `fold`, … over it cannot
+        // unfold). A λ already of the form `λa. g a` has nothing left to name: rule 17 does not apply.
+        if let ExprKind::Lam(q, body) = &f.kind {
+            if let ExprKind::App(g, x) = &body.kind {
+                if At::var_id(g).is_some()
+                    && matches!(&x.kind, ExprKind::Var(_, VarRef::Local(id)) if binds(q).contains(id))
+                {
+                    return Err(self.error(&format!(
+                        "rule 17 is stuck: the nested pullback reduced to {}, not to a dual map",
+                        print::abbreviated(&r, 200)
+                    )));
+                }
+            }
+        }
+        // (A) name the λ, `let g = λx. L in (Ω g)·z`: its Jacobian in the premise is then `J g` (15,
+        // a function not depending on `a`), which rule J takes at each concrete point's shape.
+        self.note("  (rule 17's premise stopped at a point of unknown shape: the function is named first)");
+        let (pg, g) = fresh_var("g", &f.ty);
+        let ty = Type::omega(argument_of(&f.ty));
+        let named = mk(ExprKind::Let(pg, f.clone(), pullback(g, z.clone())), ty);
         let _ = at;
-        // The premise stopped (the fresh point's array lengths are unknown, so `map`, `fold`, …
-        // cannot unfold): rule 17 does not apply.
-        Err(self.error(&format!(
-            "rule 17 is stuck: the nested pullback reduced to {}, not to a dual map (its point is symbolic \
-             here, so an array's length is unknown; name the function first: `let f = fun … in pullback f w`)",
-            print::abbreviated(&r, 200)
-        )))
+        Ok(Elem::Rewrite { label: "A".into(), series: self.anormalise(&named) })
     }
 
     /// (if) and (if′).
