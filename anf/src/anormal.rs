@@ -390,10 +390,10 @@ impl Anf<'_> {
 
     fn app(&mut self, e: &E, out: &mut Bindings) -> E {
         let (head, args) = spine(e);
-        // The span of the application node holding the first `k + 1` arguments, as the
-        // interpreter reports it for an error in that application.
-        let spans = spine_spans(e);
-        let at = |k: usize| spans[k];
+        // The span and type of the application node holding the first `k + 1` arguments (the
+        // span is where the interpreter reports an error in that application).
+        let nodes = spine_nodes(e);
+        let at = |k: usize| &nodes[k];
         match &head.kind {
             ExprKind::Var(_, VarRef::Builtin(b)) if b.arity() > 0 => {
                 let n = args.len().min(b.arity());
@@ -432,25 +432,22 @@ impl Anf<'_> {
     }
 }
 
-/// The spans of the application nodes of a spine `h a1 … an`, innermost (`h a1`) first.
-fn spine_spans(e: &E) -> Vec<Span> {
-    let mut spans = Vec::new();
+/// The application nodes of a spine `h a1 … an`, innermost (`h a1`) first.
+fn spine_nodes(e: &E) -> Vec<&E> {
+    let mut nodes = Vec::new();
     let mut cur = e;
     while let ExprKind::App(f, _) = &cur.kind {
-        spans.push(cur.span);
+        nodes.push(cur);
         cur = f;
     }
-    spans.reverse();
-    spans
+    nodes.reverse();
+    nodes
 }
 
-/// `f a`, typed from `f`'s function type.
-fn app_node(f: &E, a: E, span: Span) -> E {
-    let ty = match &f.ty {
-        Type::Fun(_, r) => (**r).clone(),
-        _ => Type::Unit,
-    };
-    Expr::new(ExprKind::App(f.clone(), a), span, ty)
+/// `f a`, with the span and type of the source application node `like` (a dual applied to a
+/// tangent is a Real, though `f` has no function type).
+fn app_node(f: &E, a: E, like: &E) -> E {
+    Expr::new(ExprKind::App(f.clone(), a), like.span, like.ty.clone())
 }
 
 #[cfg(test)]
