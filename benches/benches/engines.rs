@@ -29,5 +29,78 @@ fn compile_latency(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(engines, jit_vs_interp, compile_latency);
+/// ILC's promise: an update costs time in proportion to the change. The histogram of LANGUAGE.md §6
+/// over 2 000 documents of 10 words, kept current under one document added and removed again
+/// (two updates), against recomputing the histogram once. Both run in the interpreter (`derive`
+/// is not compiled yet).
+fn incremental_vs_recompute(c: &mut Criterion) {
+    let src = benches::example("histogram");
+    let (_, mono) = runtime::prepare(&src, "histogram").expect("histogram type-checks");
+    let mut docs = String::from("map{");
+    for d in 0..2000 {
+        let words: Vec<String> = (0..10).map(|w| ((d * 7 + w * 13) % 500).to_string()).collect();
+        docs.push_str(&format!("{}{d} -> bag{{{}}}", if d > 0 { ", " } else { "" }, words.join(", ")));
+    }
+    docs.push('}');
+    let ty = match &mono.defs.last().expect("histogram").ty {
+        frontend::types::Type::Fun(a, _) => (**a).clone(),
+        t => panic!("histogram has type {t}"),
+    };
+    let (input, _) = runtime::incr::literal(&docs, &ty, 0).expect("input literal");
+    let mut state = runtime::incr::Incr::new(&mono, input).expect("starts");
+    let dty = frontend::types::Type::delta(&ty);
+    let change = |text: &str| runtime::incr::literal(text, &dty, 0).expect("change literal").0;
+    let add = change("gchange (mapGroup bagGroup) map{5000 -> bag{1, 2, 3, 3}}");
+    let remove = change("gchange (mapGroup bagGroup) map{5000 -> bag{1 # -1, 2 # -1, 3 # -2}}");
+    // The updates must keep the output equal to a recomputation before their time means anything.
+    state.update(add.clone()).expect("update");
+    assert_eq!(state.output().to_string(), state.recompute().expect("recompute").to_string());
+    state.update(remove.clone()).expect("update");
+    let mut g = c.benchmark_group("incremental/histogram_2000_docs");
+    g.sample_size(20);
+    g.bench_function("update", |b| {
+        b.iter(|| {
+            state.update(add.clone()).expect("update");
+            state.update(remove.clone()).expect("update");
+        })
+    });
+    g.bench_function("recompute", |b| b.iter(|| state.recompute().expect("recompute")));
+    g.finish();
+}
+
+/// Reverse mode against the primal, both in the reference interpreter (pullbacks are not compiled
+/// yet): the paper's `f` of Example 3.1 at (1, 3), and its gradient by the reduction strategy.
+fn gradient_vs_primal(c: &mut Criterion) {
+    let primal = benches::prepare(&benches::example("paper_primal"));
+    let gradient = benches::prepare(&benches::example("paper_ex31_pullback"));
+    let mut g = c.benchmark_group("gradient/paper_f");
+    g.bench_function("primal", |b| b.iter(|| benches::run_interp(&primal)));
+    g.bench_function("pullback", |b| b.iter(|| benches::run_interp(&gradient)));
+    g.finish();
+}
+
+/// Compiled code against hand-written Rust: `scalar_loop` (`iterate 1000000 (fun x -> x * 0.999999
+/// + 0.5) 0.0`) and the same recurrence compiled by rustc. Both are bound by the latency of the
+/// dependent multiply and add (no fused multiply-add: it would change the rounding).
+fn jit_vs_rust(c: &mut Criterion) {
+    let machine =
+        benches::compile(&benches::programs().into_iter().find(|(n, _)| n == "scalar_loop").expect("scalar_loop").1);
+    let mut ctx = benches::context();
+    let rust = || {
+        let mut x = std::hint::black_box(0.0f64);
+        let (a, b) = (std::hint::black_box(0.999999f64), std::hint::black_box(0.5f64));
+        for _ in 0..std::hint::black_box(1_000_000) {
+            x = x * a + b;
+        }
+        x
+    };
+    assert_eq!(benches::run_jit(&machine, &mut ctx).to_string(), runtime::value::Value::Real(rust()).to_string());
+    let mut g = c.benchmark_group("rust/scalar_loop");
+    g.sample_size(20);
+    g.bench_function("jit", |b| b.iter(|| benches::run_jit(&machine, &mut ctx)));
+    g.bench_function("rust", |b| b.iter(rust));
+    g.finish();
+}
+
+criterion_group!(engines, jit_vs_interp, compile_latency, incremental_vs_recompute, gradient_vs_primal, jit_vs_rust);
 criterion_main!(engines);

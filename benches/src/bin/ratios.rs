@@ -44,4 +44,18 @@ fn main() {
         let m = median_ns(&root.join("compile").join(stem)).map(human).unwrap_or_else(|| "not measured".into());
         println!("| {stem} | {m} |");
     }
+    println!();
+    println!("| pair (same run) | numerator (median) | denominator (median) | ratio |");
+    println!("|---|---|---|---|");
+    for (group, num, den, what) in [
+        ("incremental_histogram_2000_docs", "recompute", "update", "recomputation / (add + remove a document)"),
+        ("gradient_paper_f", "pullback", "primal", "gradient / primal (interpreter)"),
+        ("rust_scalar_loop", "jit", "rust", "JIT / rustc-compiled Rust (scalar_loop)"),
+    ] {
+        let g = root.join(group);
+        match (median_ns(&g.join(num)), median_ns(&g.join(den))) {
+            (Some(n), Some(d)) => println!("| {what} | {} | {} | {:.1}× |", human(n), human(d), n / d),
+            _ => println!("| {what} | not measured | | |"),
+        }
+    }
 }
