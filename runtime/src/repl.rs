@@ -17,9 +17,11 @@ pub fn run(render: &dyn Fn(&str, &str, &Diagnostic) -> String) -> Result<(), Str
         out.write_all(t.as_bytes()).and_then(|_| out.flush()).map_err(|e| format!("cannot write the output: {e}"))
     };
     say("Nabla REPL — `def` adds a definition, an expression is evaluated, :help for commands.\n")?;
+    let mut bad_lines = 0;
     loop {
         match rl.readline("nabla> ") {
             Ok(line) => {
+                bad_lines = 0;
                 let line = line.trim();
                 if line.is_empty() {
                     continue;
@@ -32,6 +34,12 @@ pub fn run(render: &dyn Fn(&str, &str, &Diagnostic) -> String) -> Result<(), Str
                 }
             }
             Err(ReadlineError::Interrupted) | Err(ReadlineError::Eof) => break,
+            // A line that is not UTF-8 is reported and skipped (the reader has consumed it); a
+            // stream of nothing else ends the session rather than looping.
+            Err(ReadlineError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData && bad_lines < 100 => {
+                bad_lines += 1;
+                crate::to_stderr("error: the line is not valid UTF-8 text\n");
+            }
             Err(e) => return Err(format!("reading input: {e}")),
         }
     }

@@ -11,6 +11,10 @@ struct Run {
 }
 
 fn repl(input: &str) -> Run {
+    repl_bytes(input.as_bytes())
+}
+
+fn repl_bytes(input: &[u8]) -> Run {
     let mut child = Command::new(env!("CARGO_BIN_EXE_nabla"))
         .arg("repl")
         .stdin(Stdio::piped())
@@ -18,7 +22,7 @@ fn repl(input: &str) -> Run {
         .stderr(Stdio::piped())
         .spawn()
         .expect("runs nabla");
-    child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("writes the input");
+    child.stdin.take().expect("stdin").write_all(input).expect("writes the input");
     let out = child.wait_with_output().expect("nabla finishes");
     Run {
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -64,4 +68,14 @@ fn unknown_commands_are_named() {
     assert!(r.stderr.contains("`:type` needs an expression"), "{}", r.stderr);
     // Nothing after `:quit` is read.
     assert_eq!(r.stdout.lines().count(), 1, "{}", r.stdout);
+}
+
+/// A line that is not UTF-8 is reported and the session goes on.
+#[test]
+fn a_line_that_is_not_utf8_is_reported_and_skipped() {
+    let r = repl_bytes(b"def a = 1\n\xff\xfe bad\na + 1\n");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(r.stderr, "error: the line is not valid UTF-8 text\n");
+    let lines: Vec<&str> = r.stdout.lines().skip(1).collect();
+    assert_eq!(lines, ["a : Num 'a => 'a", "2"]);
 }
