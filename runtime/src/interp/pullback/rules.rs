@@ -17,6 +17,7 @@
 //! (15)    f(a₁, …, aₙ) ↦ (J f · ⟨t₁, …, tₙ⟩) ⟨A₁, …, Aₙ⟩   f ∈ F: primitives, operators, .[i],
 //!         definitions of first-order type; ext: any function not depending on y, `z yᵢ`
 //! (lin)   star yᵢ, unstar yᵢ, (Ω yᵢ) x ↦ star vᵢ, unstar vᵢ, star vᵢ                        (ext)
+//!         a dual applied to a tangent, yᵢ yⱼ ↦ vᵢ Vⱼ + Vᵢ vⱼ (the pairing is bilinear)     (ext)
 //! (16a–c) (λx. L)*·z, as the paper
 //! (17)    (Ω λx. L)·z ↦ λa. (λv. S)*·(z P)   if ((Ω λx. L)·z) a →* (λv. S)*·(z P), a fresh
 //!         if that premise stops: (Ω λx. L)·z ↦ let g = λx. L in (Ω g)·z first              (A)
@@ -589,6 +590,9 @@ impl<'a, 'p> Reducer<'a, 'p> {
         }
         let [a] = args.as_slice() else { return Ok(Elem::Stuck) };
         let f = &head;
+        if matches!(f.ty, Type::Dual(_)) {
+            return Ok(self.dual_application(at, e, f, a));
+        }
         if !at.dep(f) {
             // (15) ext: a function not depending on y, applied to yᵢ: its Jacobian is J z.
             if is_zero(&at.tan(a)) {
@@ -627,6 +631,24 @@ impl<'a, 'p> Reducer<'a, 'p> {
             }
         };
         Ok(Elem::Jac { label: rule.into(), s, primal: app(&fv, av) })
+    }
+
+    /// (lin) `f a` with `f` of a dual type: a dual is linear (Lemma 4.4(2)) and applying it to a
+    /// tangent is the pairing `r* V → ⟨r, V⟩`, bilinear, so its Jacobian is `vᵢ Vⱼ + Vᵢ vⱼ` (the
+    /// D-eval rule with the dual as its own Jacobian). Rule 19b would η-expand the dual to
+    /// `λa. Vᵢ a`, whose premise meets `Vᵢ a` again (once its A-normal form names `Vᵢ`): no end.
+    fn dual_application(&self, at: &At, e: &E, f: &E, a: &E) -> Elem {
+        let (fv, av) = (at.prim(f), at.prim(a));
+        let (tf, ta) = (at.tan(f), at.tan(a));
+        let own = (!is_zero(&tf)).then(|| app(&tf, av.clone()));
+        let arg = (!is_zero(&ta)).then(|| app(&fv, ta));
+        let primal = app(&fv, av);
+        let s = match (own, arg) {
+            (None, None) => return Elem::Zero { primal },
+            (Some(s), None) | (None, Some(s)) => s,
+            (Some(s1), Some(s2)) => mk(ExprKind::Sum(s1, s2), e.ty.clone()),
+        };
+        Elem::Jac { label: "lin".into(), s, primal }
     }
 
     /// (map), (zipWith), (build), (fold), (iterate): the applications the primitive performs at the

@@ -1,6 +1,6 @@
 //! Reduction 5, `(λv. (J f · v) r)*·r′* → ((J(f)(r))ᵀ r′)*`, generalised to every linear body a
 //! reduction produces: the body is transposed structurally against the cotangent `r′`, through
-//! tuples, projections, arrays, sums, differences, negation, scaling by a literal, `r* S`, and
+//! tuples, projections, arrays, sums, differences, negation, scaling by a literal, `r* S`, `S* r`, and
 //! `(J f · S) r` (whose transposed Jacobian the function symbol supplies). A symbolic `0`
 //! contributes nothing.
 //!
@@ -217,11 +217,18 @@ impl Transposer {
                     None => Ok(false),
                 }
             }
-            // r* S = ⟨r, S⟩.
-            Some(Builtin::Star) if args.len() == 2 && !self.linear(&args[0]) => match vector::times(&args[0], c) {
-                Some(c2) => self.go(red, &args[1], &c2),
-                None => Ok(false),
-            },
+            // r* S = ⟨r, S⟩, and S* r = ⟨S, r⟩ (lin: the pairing is bilinear and symmetric).
+            Some(Builtin::Star) if args.len() == 2 => {
+                let (s0, k) = match (self.linear(&args[0]), self.linear(&args[1])) {
+                    (false, _) => (&args[1], &args[0]),
+                    (true, false) => (&args[0], &args[1]),
+                    (true, true) => return Ok(false),
+                };
+                match vector::times(k, c) {
+                    Some(c2) => self.go(red, s0, &c2),
+                    None => Ok(false),
+                }
+            }
             Some(Builtin::Sum) if args.len() == 1 => match &args[0].kind {
                 ExprKind::Array(xs) => {
                     for x in xs {
