@@ -50,7 +50,9 @@ fn main() {
     for (group, num, den, what) in [
         ("incremental_histogram_2000_docs", "recompute", "update", "recomputation / (add + remove a document)"),
         ("gradient_paper_f", "pullback", "primal", "gradient / primal (interpreter)"),
-        ("rust_scalar_loop", "jit", "rust", "JIT / rustc-compiled Rust (scalar_loop)"),
+        ("rust_scalar_loop", "jit", "rust", "JIT / hand-written Rust: scalar_loop"),
+        ("rust_array_map_fold", "jit", "rust", "JIT / hand-written Rust: array_map_fold"),
+        ("rust_bag_fold", "jit", "rust", "JIT / hand-written Rust: bag_fold"),
     ] {
         let g = root.join(group);
         match (median_ns(&g.join(num)), median_ns(&g.join(den))) {
