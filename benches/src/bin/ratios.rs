@@ -48,7 +48,13 @@ fn main() {
     println!("| pair (same run) | numerator (median) | denominator (median) | ratio |");
     println!("|---|---|---|---|");
     for (group, num, den, what) in [
-        ("incremental_histogram_2000_docs", "recompute", "update", "recomputation / (add + remove a document)"),
+        ("incremental_histogram_500_docs", "recompute", "update", "500 documents: recomputation / (add + remove one)"),
+        (
+            "incremental_histogram_5000_docs",
+            "recompute",
+            "update",
+            "5 000 documents: recomputation / (add + remove one)",
+        ),
         ("gradient_paper_f", "pullback", "primal", "gradient / primal (interpreter)"),
         ("rust_scalar_loop", "jit", "rust", "JIT / hand-written Rust: scalar_loop"),
         ("rust_array_map_fold", "jit", "rust", "JIT / hand-written Rust: array_map_fold"),
