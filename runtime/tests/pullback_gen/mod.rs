@@ -6,7 +6,8 @@
 //! bounded arguments, and the kinks of `if`, `max`, `min` and `abs` only look at input variables
 //! compared with thresholds chosen at least 0.1 away from the evaluation point, so a finite
 //! difference never crosses one. They use closures, tuples and their patterns, arrays with `map`,
-//! `fold`, `zipWith`, `build`, `sum`, `dot`, indexing, `iterate`, and nested `grad`.
+//! `fold`, `zipWith`, `build`, `sum`, `dot`, indexing, `iterate`, nested `grad`, and nested pullbacks
+//! whose dual is applied to a tangent.
 
 #![allow(dead_code)]
 
@@ -225,7 +226,13 @@ impl Gen<'_> {
                 let mut env2 = env.to_vec();
                 env2.push(u.clone());
                 let inner = self.real(&env2, d.min(1));
-                format!("grad (fun ({u} : Real) -> {inner}) {}", self.atom(env, d))
+                if self.rng.chance(0.5) {
+                    return format!("grad (fun ({u} : Real) -> {inner}) {}", self.atom(env, d));
+                }
+                // A dual applied to a tangent: the inner derivative along a tangent that may
+                // depend on the inputs too (the pairing is bilinear, rule lin).
+                let (x, t) = (self.atom(env, d), self.atom(env, d));
+                format!("((pullback (fun ({u} : Real) -> {inner}) (omega 1.0)) {x} {t})")
             }
         }
     }
