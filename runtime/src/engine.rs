@@ -32,6 +32,11 @@ pub struct Run {
 /// Evaluates the root of `mono` with the compiled engine (or, for programs it does not compile
 /// yet, with the reference interpreter).
 pub fn run(mono: &MonoProgram) -> Result<Run, Diagnostic> {
+    run_in(mono, &mut CallCtx::new(DEFAULT_ARENA_LIMIT))
+}
+
+/// [`run`] in a given call context (tests use one that compacts loops eagerly).
+pub fn run_in(mono: &MonoProgram, ctx: &mut CallCtx) -> Result<Run, Diagnostic> {
     let fallback = |what: &str| -> Result<Run, Diagnostic> {
         let value = crate::interp::run(mono)?;
         Ok(Run { value, note: Some(format!("{what} is not compiled yet; evaluated by the reference interpreter")) })
@@ -46,8 +51,7 @@ pub fn run(mono: &MonoProgram) -> Result<Run, Diagnostic> {
         Err(e) => return Err(Diagnostic::error(span, format!("internal compiler error: {e}"))),
     };
     let machine = Machine::new(&lowered, span, BIG_STACK_BUDGET).map_err(|e| Diagnostic::error(span, e))?;
-    let mut ctx = CallCtx::new(DEFAULT_ARENA_LIMIT);
-    let value = machine.run_main(&mut ctx)?;
+    let value = machine.run_main(ctx)?;
     Ok(Run { value, note: None })
 }
 

@@ -35,6 +35,12 @@ const fn decl(name: &'static str, params: &'static [Type], rets: &'static [Type]
 
 /// Every support function, by name.
 pub const SUPPORT: &[SupportDecl] = &[
+    // Compaction of a loop's carried value (see `lower::compact`): a mark of the arena's
+    // position; `(mark, threshold) -> compact now?` (allocation then goes to a side arena);
+    // `(mark) -> survivor bytes` frees the arena's memory since the mark.
+    decl("nabla_arena_mark", &[], &[I], false),
+    decl("nabla_arena_compact_begin", &[I, I], &[B], false),
+    decl("nabla_arena_compact_end", &[I], &[I], false),
     // Real primitives Cranelift has no instruction for.
     decl("nabla_sin", &[F], &[F], false),
     decl("nabla_cos", &[F], &[F], false),

@@ -278,7 +278,7 @@ impl Lowerer<'_> {
         let sx = stride(&xt);
         let n = self.b().array_len(a);
         let init = self.materialize(&z)?;
-        let out = self.counted_loop(n, init, &mut |l, i, acc| {
+        let out = self.compacting_loop(bt, n, init, &mut |l, i, acc| {
             let acc = Self::from_slice(bt, &acc)?;
             let p = l.b().elem_addr(a, i, sx);
             let x = l.load_value(&xt, p, 0)?;
@@ -329,7 +329,7 @@ impl Lowerer<'_> {
         let negative = self.b().icmp(Cmp::Lt, n, zero);
         self.fail_if(negative, TrapCode::IterateNegative, site, n, zero);
         let init = self.materialize(&x)?;
-        let out = self.counted_loop(n, init, &mut |l, _, acc| {
+        let out = self.compacting_loop(t, n, init, &mut |l, _, acc| {
             let v = Self::from_slice(t, &acc)?;
             let r = l.apply(f.clone(), vec![(v, site)])?;
             l.materialize(&r)

@@ -35,6 +35,7 @@
 
 mod apply;
 mod builtins;
+mod compact;
 mod expr;
 mod groups;
 mod scan;

@@ -11,6 +11,14 @@ const FIRST_CHUNK: usize = 64 << 10;
 /// Chunks grow geometrically up to this size (larger requests get a chunk of their own size).
 const MAX_GROWTH: usize = 64 << 20;
 
+/// A mark holds the number of chunks in its high bits and the cursor's offset in the last one
+/// below (chunks are far smaller than 2^40 bytes: the arena's limit is).
+const MARK_SHIFT: u32 = 40;
+
+fn split_mark(mark: i64) -> (usize, usize) {
+    ((mark >> MARK_SHIFT) as usize, (mark & ((1i64 << MARK_SHIFT) - 1)) as usize)
+}
+
 /// One zeroed, 8-aligned block of memory.
 struct Chunk {
     ptr: *mut u8,
@@ -88,6 +96,67 @@ impl Arena {
         Some(p)
     }
 
+    /// A token for the arena's current position (the cursor in the header): [`Arena::release`]
+    /// frees everything allocated after it. The current chunk is always the last one.
+    pub fn mark(&self, header: &CtxHeader) -> i64 {
+        match self.chunks.last() {
+            Some(c) if !header.alloc_ptr.is_null() => {
+                let off = (header.alloc_ptr as usize).wrapping_sub(c.ptr as usize);
+                ((self.chunks.len() as i64) << MARK_SHIFT) | off as i64
+            }
+            _ => 0,
+        }
+    }
+
+    /// Bytes allocated (or abandoned at the ends of chunks) since `mark`.
+    pub fn used_since(&self, header: &CtxHeader, mark: i64) -> usize {
+        let (n, off) = split_mark(mark);
+        let Some(last) = self.chunks.last() else { return 0 };
+        let cur_off = (header.alloc_ptr as usize).wrapping_sub(last.ptr as usize).min(last.size);
+        if n == self.chunks.len() {
+            return cur_off.saturating_sub(off);
+        }
+        let older = if n == 0 { 0 } else { self.chunks.get(n - 1).map_or(0, |c| c.size.saturating_sub(off)) };
+        let between: usize =
+            self.chunks.iter().skip(n).take(self.chunks.len().saturating_sub(n + 1)).map(|c| c.size).sum();
+        older + between + cur_off
+    }
+
+    /// Frees everything allocated after `mark` (a token of [`Arena::mark`] on this arena, with no
+    /// release to an earlier mark since) and points the cursor back at it. Whatever pointed into
+    /// that memory must be dead: the caller has copied out what lives on.
+    pub fn release(&mut self, header: &mut CtxHeader, mark: i64) {
+        let (n, off) = split_mark(mark);
+        if n > self.chunks.len() || (n > 0 && off > self.chunks[n - 1].size) {
+            return;
+        }
+        self.chunks.truncate(n);
+        self.reserved = self.chunks.iter().map(|c| c.size).sum();
+        match self.chunks.last() {
+            Some(c) => {
+                // SAFETY: `off` is within the chunk (checked above); the end is one past it.
+                unsafe {
+                    header.alloc_ptr = c.ptr.add(off);
+                    header.alloc_end = c.ptr.add(c.size);
+                }
+            }
+            None => {
+                header.alloc_ptr = std::ptr::null_mut();
+                header.alloc_end = std::ptr::null_mut();
+            }
+        }
+    }
+
+    /// The bound on the arena's total size.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Changes the bound on the arena's total size.
+    pub fn set_limit(&mut self, limit: usize) {
+        self.limit = limit;
+    }
+
     /// Forgets every allocation; keeps the largest chunk (zeroed again is not needed: the IR
     /// initialises what it allocates) and points the cursor at its start.
     pub fn reset(&mut self, header: &mut CtxHeader) {
@@ -133,5 +202,36 @@ mod tests {
         let r = a.alloc(&mut h, 16).unwrap();
         assert_eq!(r, big, "the largest chunk is reused");
         assert!(a.alloc(&mut h, usize::MAX).is_none());
+    }
+
+    #[test]
+    fn release_to_a_mark_frees_what_came_after() {
+        let mut h = CtxHeader::empty();
+        let mut a = Arena::new(1 << 30);
+        assert_eq!(a.mark(&h), 0, "no chunk yet");
+        let p = a.alloc(&mut h, 24).unwrap();
+        let m = a.mark(&h);
+        assert_eq!(a.used_since(&h, m), 0);
+        let q = a.alloc(&mut h, 16).unwrap();
+        assert_eq!(q as usize, p as usize + 24);
+        assert_eq!(a.used_since(&h, m), 16);
+        // Spill into new chunks, then come back.
+        for _ in 0..40 {
+            a.alloc(&mut h, 50_000).unwrap();
+        }
+        assert!(a.chunks.len() > 1);
+        assert!(a.used_since(&h, m) >= 40 * 50_000);
+        a.release(&mut h, m);
+        assert_eq!(a.chunks.len(), 1);
+        assert_eq!(a.reserved(), FIRST_CHUNK);
+        assert_eq!(a.used_since(&h, m), 0);
+        assert_eq!(a.alloc(&mut h, 8).unwrap(), q, "the memory after the mark is reused");
+        // Releasing to the empty mark frees everything.
+        a.release(&mut h, 0);
+        assert_eq!(a.reserved(), 0);
+        assert!(h.alloc_ptr.is_null());
+        // A stale mark is ignored.
+        a.release(&mut h, m);
+        assert_eq!(a.reserved(), 0);
     }
 }

@@ -333,6 +333,12 @@ impl Bag {
         self.unordered_cache = None;
     }
 
+    /// Drops the cached entry arrays (their memory is being freed).
+    pub fn forget_cached_entries(&mut self) {
+        self.entries_cache = None;
+        self.unordered_cache = None;
+    }
+
     /// The entry array made for this bag since it last changed, if any.
     pub fn cached_entries(&self) -> Option<*mut u8> {
         self.entries_cache.map(|p| p.as_ptr())

@@ -38,6 +38,9 @@ const HEADER_WORDS: usize = ARRAY_HEADER as usize / 8;
 /// Default bound on one context's arena, in bytes.
 pub const DEFAULT_ARENA_LIMIT: usize = 4 << 30;
 
+/// Bytes a loop allocates before its carried value is compacted, at the least.
+pub const DEFAULT_COMPACT_MIN: usize = 16 << 20;
+
 /// An error raised while compiled code ran: the status it set, a message for the user, and where
 /// it happened (the trap's site, which the engine maps back to a source span) with its payload.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,6 +89,12 @@ pub struct CallCtx {
     /// Must stay the first field: compiled code and support functions get a pointer to it.
     header: CtxHeader,
     arena: Arena,
+    /// Where a loop's carried value is copied while the memory of its finished iterations is
+    /// released (see [`CallCtx::compact_begin`]); allocation goes here while `in_side`.
+    side: Arena,
+    in_side: bool,
+    /// A loop compacts once it has allocated more than this and twice its last survivor.
+    compact_min: usize,
     // Boxed so that the pointers handed to compiled code stay put when the vectors grow.
     #[allow(clippy::vec_box)]
     bags: Vec<Box<Bag>>,
@@ -110,6 +119,9 @@ impl CallCtx {
         Box::new(CallCtx {
             header: CtxHeader::empty(),
             arena: Arena::new(arena_limit),
+            side: Arena::new(arena_limit),
+            in_side: false,
+            compact_min: DEFAULT_COMPACT_MIN,
             bags: Vec::new(),
             maps: Vec::new(),
             spare_bags: Vec::new(),
@@ -164,6 +176,9 @@ impl CallCtx {
         self.maps.clear();
         self.error = None;
         self.header.status = 0;
+        // A call that failed while copying into the side arena left the cursor there.
+        self.in_side = false;
+        self.side.reset(&mut CtxHeader::empty());
         self.arena.reset(&mut self.header);
     }
 
@@ -171,7 +186,56 @@ impl CallCtx {
     pub fn alloc(&mut self, bytes: i64) -> Result<*mut u8, NativeError> {
         let too_big = || NativeError::new(TrapCode::OutOfMemory.code(), TrapCode::OutOfMemory.message(bytes, 0));
         let n = usize::try_from(bytes).map_err(|_| too_big())?;
-        self.arena.alloc(&mut self.header, n).ok_or_else(too_big)
+        let arena = if self.in_side { &mut self.side } else { &mut self.arena };
+        arena.alloc(&mut self.header, n).ok_or_else(too_big)
+    }
+
+    /// Compaction of loop-carried values. A loop whose carried value holds arrays (and nothing
+    /// but arrays, tuples and scalars) takes a [`CallCtx::arena_mark`] before its first
+    /// iteration; after each iteration it asks [`CallCtx::compact_begin`] whether to compact.
+    /// If so, compiled code copies the carried value (into the side arena), calls
+    /// [`CallCtx::compact_end`] — which frees every allocation since the mark — and copies it
+    /// back. Only the carried value can point into that memory: values are immutable, so
+    /// nothing older points at anything newer, and the loop's other live values were made
+    /// before the mark. A long loop then needs memory for its live data, not for every array it
+    /// ever made.
+    pub fn arena_mark(&self) -> i64 {
+        self.arena.mark(&self.header)
+    }
+
+    /// Whether the loop that took `mark` should compact now (it allocated more than
+    /// `max(compact_min, threshold)` since), switching allocation to the side arena if so.
+    pub fn compact_begin(&mut self, mark: i64, threshold: i64) -> bool {
+        let bound = self.compact_min.max(usize::try_from(threshold).unwrap_or(0));
+        if self.in_side || self.arena.used_since(&self.header, mark) <= bound {
+            return false;
+        }
+        self.side.set_limit(self.arena_limit().saturating_sub(self.arena.reserved()));
+        self.side.reset(&mut self.header);
+        self.in_side = true;
+        true
+    }
+
+    /// Frees the main arena's memory since `mark` and allocates from it again; gives the bytes
+    /// the side arena holds (the survivor's size, so the next compaction waits for twice that).
+    pub fn compact_end(&mut self, mark: i64) -> i64 {
+        let survivor = self.side.used_since(&self.header, 0) as i64;
+        self.in_side = false;
+        self.arena.release(&mut self.header, mark);
+        // Entry arrays cached by bags may lie in the freed memory: they are made again on demand.
+        for b in &mut self.bags {
+            b.forget_cached_entries();
+        }
+        survivor
+    }
+
+    /// Makes loops compact after `bytes` of allocation (tests use a small bound to exercise it).
+    pub fn set_compact_min(&mut self, bytes: usize) {
+        self.compact_min = bytes;
+    }
+
+    fn arena_limit(&self) -> usize {
+        self.arena.limit()
     }
 
     /// Total bytes the arena holds from the system.

@@ -60,6 +60,21 @@ pub unsafe extern "C" fn nabla_alloc(ctx: *mut CtxHeader, bytes: i64) -> *mut u8
     guard(ctx, std::ptr::null_mut(), |cx| cx.alloc(bytes))
 }
 
+/// A mark of the arena's position before a compacting loop (`CallCtx::arena_mark`).
+pub unsafe extern "C" fn nabla_arena_mark(ctx: *mut CtxHeader) -> i64 {
+    guard(ctx, 0, |cx| Ok(cx.arena_mark()))
+}
+
+/// Whether a compacting loop should compact now (`CallCtx::compact_begin`).
+pub unsafe extern "C" fn nabla_arena_compact_begin(ctx: *mut CtxHeader, mark: i64, threshold: i64) -> bool {
+    guard(ctx, false, |cx| Ok(cx.compact_begin(mark, threshold)))
+}
+
+/// Frees a compacting loop's memory since its mark (`CallCtx::compact_end`).
+pub unsafe extern "C" fn nabla_arena_compact_end(ctx: *mut CtxHeader, mark: i64) -> i64 {
+    guard(ctx, 0, |cx| Ok(cx.compact_end(mark)))
+}
+
 /// `sin`.
 pub unsafe extern "C" fn nabla_sin(_ctx: *mut CtxHeader, x: f64) -> f64 {
     x.sin()
@@ -288,6 +303,9 @@ pub unsafe extern "C" fn nabla_map_entries(ctx: *mut CtxHeader, map: *const Map)
 /// The address of support function `name`.
 pub fn address(name: &str) -> Option<*const u8> {
     let p = match name {
+        "nabla_arena_mark" => nabla_arena_mark as *const u8,
+        "nabla_arena_compact_begin" => nabla_arena_compact_begin as *const u8,
+        "nabla_arena_compact_end" => nabla_arena_compact_end as *const u8,
         "nabla_sin" => nabla_sin as *const u8,
         "nabla_cos" => nabla_cos as *const u8,
         "nabla_tan" => nabla_tan as *const u8,
