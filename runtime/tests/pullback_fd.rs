@@ -10,24 +10,10 @@
 
 mod pullback_gen;
 
-use pullback_gen::{lit, program, Options, Rng};
-use runtime::value::Value;
+use pullback_gen::{eval, lit, program, reals, Options, Rng};
 
 const PROGRAMS: usize = 300;
 const H: f64 = 1e-4;
-
-fn eval(src: &str) -> Result<Value, String> {
-    let (_, mono) = runtime::prepare(src, "main").map_err(|d| format!("{}: {d}", d.span.lo))?;
-    runtime::interp::run(&mono).map_err(|d| d.to_string())
-}
-
-fn reals(v: &Value) -> Vec<f64> {
-    match v {
-        Value::Real(r) => vec![*r],
-        Value::Tuple(vs) => vs.iter().flat_map(reals).collect(),
-        _ => vec![f64::NAN],
-    }
-}
 
 fn point_literal(p: &[f64]) -> String {
     if p.len() == 1 {

@@ -16,27 +16,12 @@
 #[allow(dead_code)] // shared with pullback_fd.rs, which uses the rest
 mod pullback_gen;
 
-use pullback_gen::{lit, Rng};
-use runtime::value::Value;
+use pullback_gen::{eval, lit, reals, Rng};
 
 /// Nested pullbacks compose Jacobians symbolically (their cost grows quickly with the inner body),
 /// so the programs are small: one array primitive with a shallow closure.
 const PROGRAMS: usize = 24;
 const H: f64 = 1e-4;
-
-fn eval(src: &str) -> Result<Value, String> {
-    let (_, mono) = runtime::prepare(src, "main").map_err(|d| format!("{}: {d}", d.span.lo))?;
-    runtime::interp::run(&mono).map_err(|d| d.to_string())
-}
-
-fn reals(v: &Value) -> Vec<f64> {
-    match v {
-        Value::Real(r) => vec![*r],
-        Value::Array(vs) => vs.iter().flat_map(reals).collect(),
-        Value::Tuple(vs) => vs.iter().flat_map(reals).collect(),
-        _ => vec![f64::NAN],
-    }
-}
 
 fn array(p: &[f64]) -> String {
     format!("[{}]", p.iter().map(|x| lit(*x)).collect::<Vec<_>>().join(", "))

@@ -55,6 +55,23 @@ impl Default for Options {
     }
 }
 
+/// `main` of `src`, evaluated by the reference interpreter.
+pub fn eval(src: &str) -> Result<runtime::value::Value, String> {
+    let (_, mono) = runtime::prepare(src, "main").map_err(|d| format!("{}: {d}", d.span.lo))?;
+    runtime::interp::run(&mono).map_err(|d| d.to_string())
+}
+
+/// The reals of a value, in order (NaN for anything else, so a comparison fails).
+pub fn reals(v: &runtime::value::Value) -> Vec<f64> {
+    use runtime::value::Value;
+    match v {
+        Value::Real(r) => vec![*r],
+        Value::Array(vs) => vs.iter().flat_map(reals).collect(),
+        Value::Tuple(vs) => vs.iter().flat_map(reals).collect(),
+        _ => vec![f64::NAN],
+    }
+}
+
 /// Prints a real literal the language reads back exactly (always with a `.` or an exponent).
 pub fn lit(x: f64) -> String {
     let s = format!("{x:?}");
