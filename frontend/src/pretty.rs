@@ -2,6 +2,7 @@
 //! the papers' notation (paper mode: λ, Ω, ⟨⟩, ⊕, r*, (λv. S)*·w, J f · s, let-series with `;`).
 
 use crate::builtins::Builtin;
+use crate::span::Span;
 use crate::syntax::*;
 use crate::types::TypePrinter;
 
@@ -13,14 +14,14 @@ pub enum Mode {
 
 /// Prints a term on one line.
 pub fn expr(e: &E, mode: Mode) -> String {
-    let mut p = Printer { mode, out: String::new() };
-    p.expr(e, 0);
+    let mut p = Printer::new(mode);
+    p.expr(e, TOP);
     p.out
 }
 
 /// Prints a pattern.
 pub fn pattern(p: &Pat, mode: Mode) -> String {
-    let mut pr = Printer { mode, out: String::new() };
+    let mut pr = Printer::new(mode);
     pr.pat(p);
     pr.out
 }
@@ -36,45 +37,105 @@ pub fn def(d: &Def, mode: Mode) -> String {
     format!("-- {} : {}\ndef {} = {}", d.name, ty, d.name, expr(&d.body, mode))
 }
 
-struct Printer {
-    mode: Mode,
-    out: String,
+/// What a printer built on this one prints its own way (the runtime's pullback tracer writes
+/// function symbols as `g(z1)` and flattens the pairs its reductions build). The defaults print
+/// as `expr` does.
+pub trait Hooks {
+    /// Prints the application `e` at precedence `prec` and returns true, or returns false to
+    /// leave it to the printer.
+    fn app(&self, _p: &mut Printer, _e: &E, _prec: u8) -> bool {
+        false
+    }
+    /// Prints the function `f` of `(Ω f)·w`.
+    fn function(&self, p: &mut Printer, f: &E) {
+        p.expr(f, ATOM)
+    }
+    /// Whether a pair made at `span` prints flattened into its left component: `⟨⟨x, y⟩, z1, z2⟩`
+    /// for `⟨⟨⟨x, y⟩, z1⟩, z2⟩` when both outer pairs are.
+    fn flattens(&self, _span: Span) -> bool {
+        false
+    }
+}
+
+struct NoHooks;
+impl Hooks for NoHooks {}
+
+/// The printer, for printers built on this one; its output accumulates in `out`.
+pub struct Printer<'h> {
+    pub mode: Mode,
+    pub out: String,
+    /// Sub-terms nested deeper than this, except variables and literals, print as `…`.
+    pub max_depth: usize,
+    /// Printing stops (the output is cut short) once `out` is longer than this many bytes.
+    pub limit: usize,
+    /// Whether `(e : t)` keeps its type; without, it prints as `e`.
+    pub annotations: bool,
+    depth: usize,
+    hooks: &'h dyn Hooks,
 }
 
 // Precedences: 0 = top (λ, let, if extend to the right), 1..=6 binary levels, 7 = unary,
 // 8 = `^`, 9 = application, 10 = atoms and postfix.
-const TOP: u8 = 0;
-const UNARY: u8 = 7;
-const APP: u8 = 9;
-const ATOM: u8 = 10;
+pub const TOP: u8 = 0;
+pub const UNARY: u8 = 7;
+pub const APP: u8 = 9;
+pub const ATOM: u8 = 10;
 
-impl Printer {
-    fn s(&mut self, s: &str) {
+impl<'h> Printer<'h> {
+    pub fn new(mode: Mode) -> Printer<'static> {
+        Printer::with_hooks(mode, &NoHooks)
+    }
+
+    pub fn with_hooks(mode: Mode, hooks: &'h dyn Hooks) -> Printer<'h> {
+        Printer {
+            mode,
+            out: String::new(),
+            max_depth: usize::MAX,
+            limit: usize::MAX,
+            annotations: true,
+            depth: 0,
+            hooks,
+        }
+    }
+
+    pub fn s(&mut self, s: &str) {
         self.out.push_str(s);
     }
     fn paper(&self) -> bool {
         self.mode == Mode::Paper
     }
 
-    fn open(&mut self, need: bool) {
+    pub fn open(&mut self, need: bool) {
         if need {
             self.s("(");
         }
     }
-    fn close(&mut self, need: bool) {
+    pub fn close(&mut self, need: bool) {
         if need {
             self.s(")");
         }
     }
 
-    fn pat(&mut self, p: &Pat) {
+    /// Terms separated by `, `.
+    pub fn list(&mut self, xs: &[E]) {
+        for (i, x) in xs.iter().enumerate() {
+            if i > 0 {
+                self.s(", ");
+            }
+            self.expr(x, TOP);
+        }
+    }
+
+    pub fn pat(&mut self, p: &Pat) {
         match &p.kind {
             PatKind::Var(n, _) => self.s(n),
             PatKind::Wild => self.s("_"),
             PatKind::Unit => self.s(if self.paper() { "⟨⟩" } else { "()" }),
-            PatKind::Tuple(ps) => {
+            PatKind::Tuple(_) => {
+                let mut items = Vec::new();
+                self.pat_items(p, &mut items);
                 self.s(if self.paper() { "⟨" } else { "(" });
-                for (i, q) in ps.iter().enumerate() {
+                for (i, q) in items.iter().enumerate() {
                     if i > 0 {
                         self.s(", ");
                     }
@@ -98,7 +159,20 @@ impl Printer {
         self.pat(p)
     }
 
-    fn expr(&mut self, e: &E, prec: u8) {
+    /// Prints `e` at precedence `prec` (see the constants).
+    pub fn expr(&mut self, e: &E, prec: u8) {
+        if self.out.len() > self.limit {
+            return;
+        }
+        if self.depth >= self.max_depth && !matches!(e.kind, ExprKind::Var(..) | ExprKind::Lit(_) | ExprKind::Zero) {
+            return self.s("…");
+        }
+        self.depth += 1;
+        self.expr_inner(e, prec);
+        self.depth -= 1;
+    }
+
+    fn expr_inner(&mut self, e: &E, prec: u8) {
         match &e.kind {
             ExprKind::Var(n, r) => {
                 if self.paper() {
@@ -198,7 +272,8 @@ impl Printer {
             ExprKind::Neg(a) => {
                 self.open(prec > UNARY);
                 self.s("-");
-                self.expr(a, UNARY);
+                // `--` would start a comment: a negated negation keeps its parentheses.
+                self.expr(a, UNARY + 1);
                 self.close(prec > UNARY);
             }
             ExprKind::Not(a) => {
@@ -207,14 +282,11 @@ impl Printer {
                 self.expr(a, UNARY);
                 self.close(prec > UNARY);
             }
-            ExprKind::Tuple(xs) => {
+            ExprKind::Tuple(_) => {
+                let mut items = Vec::new();
+                self.tuple_items(e, &mut items);
                 self.s(if self.paper() { "⟨" } else { "(" });
-                for (i, x) in xs.iter().enumerate() {
-                    if i > 0 {
-                        self.s(", ");
-                    }
-                    self.expr(x, TOP);
-                }
+                self.list(&items);
                 self.s(if self.paper() { "⟩" } else { ")" });
             }
             ExprKind::Proj(a, i) => {
@@ -236,12 +308,7 @@ impl Printer {
             }
             ExprKind::Array(xs) => {
                 self.s("[");
-                for (i, x) in xs.iter().enumerate() {
-                    if i > 0 {
-                        self.s(", ");
-                    }
-                    self.expr(x, TOP);
-                }
+                self.list(xs);
                 self.s("]");
             }
             ExprKind::Bag(xs) => {
@@ -274,7 +341,8 @@ impl Printer {
                     // (Ω f)·w — parenthesised when applied, as the paper writes ((Ω f)·w) V
                     self.open(prec >= APP);
                     self.s("(Ω ");
-                    self.expr(f, ATOM);
+                    let hooks = self.hooks;
+                    hooks.function(self, f);
                     self.s(")·");
                     self.expr(w, ATOM);
                     self.close(prec >= APP);
@@ -321,6 +389,7 @@ impl Printer {
                     self.close(prec > APP);
                 }
             }
+            ExprKind::Ann(a, _) if !self.annotations => self.expr(a, prec),
             ExprKind::Ann(a, t) => {
                 self.s("(");
                 self.expr(a, TOP);
@@ -350,6 +419,10 @@ impl Printer {
     }
 
     fn app(&mut self, e: &E, f: &E, a: &E, prec: u8) {
+        let hooks = self.hooks;
+        if hooks.app(self, e, prec) {
+            return;
+        }
         if self.paper() {
             // r*, Ω r and J f · s read as in the paper.
             if let ExprKind::Var(_, VarRef::Builtin(b)) = &f.kind {
@@ -378,12 +451,44 @@ impl Printer {
                 }
             }
         }
-        let _ = e;
         self.open(prec > APP);
         self.expr(f, APP);
         self.s(" ");
         self.expr(a, ATOM);
         self.close(prec > APP);
+    }
+}
+
+impl Printer<'_> {
+    /// The components of a tuple, with the pairs the hooks flatten flattened.
+    fn tuple_items(&self, e: &E, out: &mut Vec<E>) {
+        match &e.kind {
+            ExprKind::Tuple(xs) if self.hooks.flattens(e.span) && xs.len() == 2 => {
+                if self.hooks.flattens(xs[0].span) && matches!(xs[0].kind, ExprKind::Tuple(_)) {
+                    self.tuple_items(&xs[0], out);
+                } else {
+                    out.push(xs[0].clone());
+                }
+                out.push(xs[1].clone());
+            }
+            ExprKind::Tuple(xs) => out.extend(xs.iter().cloned()),
+            _ => out.push(e.clone()),
+        }
+    }
+
+    fn pat_items(&self, p: &Pat, out: &mut Vec<Pat>) {
+        match &p.kind {
+            PatKind::Tuple(ps) if self.hooks.flattens(p.span) && ps.len() == 2 => {
+                if self.hooks.flattens(ps[0].span) && matches!(ps[0].kind, PatKind::Tuple(_)) {
+                    self.pat_items(&ps[0], out);
+                } else {
+                    out.push(ps[0].clone());
+                }
+                out.push(ps[1].clone());
+            }
+            PatKind::Tuple(ps) => out.extend(ps.iter().cloned()),
+            _ => out.push(p.clone()),
+        }
     }
 }
 

@@ -48,3 +48,11 @@ fn paper_mode_uses_the_papers_notation() {
     assert_eq!(pretty::expr(&p.defs[1].body, Mode::Paper), "((Ω f)·(Ω 1.0)) ⟨1.0, 3.0⟩");
     assert_eq!(pretty::expr(&p.defs[2].body, Mode::Paper), "(λv. ⟨v, 0.0⟩)*·⟨1.0, 2.0⟩*");
 }
+
+#[test]
+fn a_negated_negation_keeps_its_parentheses() {
+    // `--` starts a comment, so `- -x` must not print as `--x`.
+    let p = frontend::check_source("def f (x : Int) = -(-x)\ndef g = -(-1)").unwrap();
+    assert_eq!(pretty::expr(&p.defs[0].body, Mode::Ascii), "fun x -> -(-x)");
+    assert_eq!(pretty::expr(&p.defs[1].body, Mode::Ascii), "-(-1)");
+}

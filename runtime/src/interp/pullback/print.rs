@@ -7,6 +7,8 @@
 //! than a limit abbreviated by eliding their deepest sub-terms as `…`.
 
 use frontend::builtins::Builtin;
+use frontend::pretty::{Hooks, Mode, Printer, APP, ATOM, TOP};
+use frontend::span::Span;
 use frontend::syntax::*;
 
 use super::prim::Sym;
@@ -14,7 +16,7 @@ use super::term::{spine, CHAIN};
 
 /// `e` on one line.
 pub fn term(e: &E) -> String {
-    let mut p = Printer { out: String::new(), depth: 0, max_depth: usize::MAX, limit: usize::MAX };
+    let mut p = printer();
     p.expr(e, TOP);
     p.out
 }
@@ -23,7 +25,8 @@ pub fn term(e: &E) -> String {
 /// until it fits.
 pub fn abbreviated(e: &E, width: usize) -> String {
     // Terms share sub-terms, so printed in full they can be far larger than in memory: stop early.
-    let mut p = Printer { out: String::new(), depth: 0, max_depth: usize::MAX, limit: 4 * width + 16 };
+    let mut p = printer();
+    p.limit = 4 * width + 16;
     p.expr(e, TOP);
     if p.out.chars().count() <= width {
         return p.out;
@@ -32,7 +35,8 @@ pub fn abbreviated(e: &E, width: usize) -> String {
     let mut best = None;
     while lo <= hi {
         let mid = (lo + hi) / 2;
-        let mut p = Printer { out: String::new(), depth: 0, max_depth: mid, limit: 4 * width + 16 };
+        let mut p = printer();
+        (p.max_depth, p.limit) = (mid, 4 * width + 16);
         p.expr(e, TOP);
         if p.out.chars().count() <= width {
             best = Some(p.out);
@@ -51,7 +55,7 @@ pub fn series_lines(e: &E, indent: usize) -> Vec<String> {
     let mut cur = e;
     let mut first = true;
     while let ExprKind::Let(p, rhs, rest) = &cur.kind {
-        let mut pr = Printer { out: String::new(), depth: 0, max_depth: usize::MAX, limit: usize::MAX };
+        let mut pr = printer();
         pr.pat(p);
         pr.out.push_str(" = ");
         pr.expr(rhs, TOP + 1);
@@ -64,266 +68,19 @@ pub fn series_lines(e: &E, indent: usize) -> Vec<String> {
     lines
 }
 
-const TOP: u8 = 0;
-const UNARY: u8 = 7;
-const APP: u8 = 9;
-const ATOM: u8 = 10;
-
-struct Printer {
-    out: String,
-    depth: usize,
-    max_depth: usize,
-    /// Stop printing (the caller abbreviates) past this many bytes.
-    limit: usize,
+/// `frontend::pretty`'s paper mode with the tracer's hooks; type annotations are left out.
+fn printer() -> Printer<'static> {
+    let mut p = Printer::with_hooks(Mode::Paper, &Symbols);
+    p.annotations = false;
+    p
 }
 
-impl Printer {
-    fn s(&mut self, s: &str) {
-        self.out.push_str(s);
-    }
-    fn open(&mut self, need: bool) {
-        if need {
-            self.s("(");
-        }
-    }
-    fn close(&mut self, need: bool) {
-        if need {
-            self.s(")");
-        }
-    }
+/// Function symbols applied as `g(z1)`, the functions of `Ω` and `J` by name, and the pairs of
+/// reductions 8 and 20 flattened.
+struct Symbols;
 
-    fn pat(&mut self, p: &Pat) {
-        match &p.kind {
-            PatKind::Var(n, _) => self.s(n),
-            PatKind::Wild => self.s("_"),
-            PatKind::Unit => self.s("⟨⟩"),
-            PatKind::Tuple(_) => {
-                let mut items = Vec::new();
-                pat_items(p, &mut items);
-                self.s("⟨");
-                for (i, q) in items.iter().enumerate() {
-                    if i > 0 {
-                        self.s(", ");
-                    }
-                    self.pat(q);
-                }
-                self.s("⟩");
-            }
-        }
-    }
-
-    fn expr(&mut self, e: &E, prec: u8) {
-        if self.out.len() > self.limit {
-            return;
-        }
-        if self.depth >= self.max_depth && !matches!(e.kind, ExprKind::Var(..) | ExprKind::Lit(_) | ExprKind::Zero) {
-            return self.s("…");
-        }
-        self.depth += 1;
-        self.expr_inner(e, prec);
-        self.depth -= 1;
-    }
-
-    fn list(&mut self, xs: &[E]) {
-        for (i, x) in xs.iter().enumerate() {
-            if i > 0 {
-                self.s(", ");
-            }
-            self.expr(x, TOP);
-        }
-    }
-
-    fn expr_inner(&mut self, e: &E, prec: u8) {
-        match &e.kind {
-            ExprKind::Var(n, VarRef::Builtin(Builtin::Omega)) if n.as_ref() == "omega" => self.s("Ω"),
-            ExprKind::Var(n, _) => self.s(n),
-            ExprKind::Lit(l) => match l {
-                Lit::Int(n) => {
-                    self.open(*n < 0 && prec > UNARY);
-                    self.s(&n.to_string());
-                    self.close(*n < 0 && prec > UNARY);
-                }
-                Lit::Real(r) => {
-                    let neg = r.is_sign_negative();
-                    self.open(neg && prec > UNARY);
-                    self.s(&format!("{r:?}"));
-                    self.close(neg && prec > UNARY);
-                }
-                Lit::Bool(b) => self.s(if *b { "true" } else { "false" }),
-                Lit::Unit => self.s("⟨⟩"),
-            },
-            ExprKind::Zero => self.s("0"),
-            ExprKind::Lam(..) => {
-                self.open(prec > TOP);
-                let mut body = e;
-                self.s("λ");
-                let mut first = true;
-                while let ExprKind::Lam(p, b) = &body.kind {
-                    if !first {
-                        self.s(" ");
-                    }
-                    first = false;
-                    self.pat(p);
-                    body = b;
-                }
-                self.s(". ");
-                self.expr(body, TOP);
-                self.close(prec > TOP);
-            }
-            ExprKind::Let(..) => {
-                self.open(prec > TOP);
-                self.s("let ");
-                let mut cur = e;
-                let mut first = true;
-                while let ExprKind::Let(p, a, b) = &cur.kind {
-                    if !first {
-                        self.s("; ");
-                    }
-                    first = false;
-                    self.pat(p);
-                    self.s(" = ");
-                    self.expr(a, TOP + 1);
-                    cur = b;
-                }
-                self.s(" in ");
-                self.expr(cur, TOP);
-                self.close(prec > TOP);
-            }
-            ExprKind::If(c, a, b) => {
-                self.open(prec > TOP);
-                self.s("if ");
-                self.expr(c, TOP);
-                self.s(" then ");
-                self.expr(a, TOP);
-                self.s(" else ");
-                self.expr(b, TOP);
-                self.close(prec > TOP);
-            }
-            ExprKind::Bin(op, a, b) => {
-                let p = op.prec();
-                self.open(prec > p);
-                let (lp, rp) = match op {
-                    BinOp::Pow => (p + 1, UNARY),
-                    BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => (p + 1, p + 1),
-                    _ => (p, p + 1),
-                };
-                self.expr(a, lp);
-                self.s(" ");
-                self.s(op.paper());
-                self.s(" ");
-                self.expr(b, rp);
-                self.close(prec > p);
-            }
-            ExprKind::Sum(a, b) => {
-                self.open(prec > 5);
-                self.expr(a, 5);
-                self.s(" + ");
-                self.expr(b, 6);
-                self.close(prec > 5);
-            }
-            ExprKind::Neg(a) => {
-                self.open(prec > UNARY);
-                self.s("-");
-                self.expr(a, UNARY + 1);
-                self.close(prec > UNARY);
-            }
-            ExprKind::Not(a) => {
-                self.open(prec > UNARY);
-                self.s("not ");
-                self.expr(a, UNARY);
-                self.close(prec > UNARY);
-            }
-            ExprKind::Tuple(_) => {
-                let mut items = Vec::new();
-                tuple_items(e, &mut items);
-                self.s("⟨");
-                self.list(&items);
-                self.s("⟩");
-            }
-            ExprKind::Proj(a, i) => {
-                self.open(prec > APP);
-                self.s(&format!("π{} ", i + 1));
-                self.expr(a, ATOM);
-                self.close(prec > APP);
-            }
-            ExprKind::Index(a, i) => {
-                self.expr(a, ATOM);
-                self.s(".[");
-                self.expr(i, TOP);
-                self.s("]");
-            }
-            ExprKind::Array(xs) => {
-                self.s("[");
-                self.list(xs);
-                self.s("]");
-            }
-            ExprKind::Bag(xs) => {
-                self.s("bag{");
-                for (i, (x, n)) in xs.iter().enumerate() {
-                    if i > 0 {
-                        self.s(", ");
-                    }
-                    self.expr(x, TOP + 1);
-                    if *n != 1 {
-                        self.s(&format!(" # {n}"));
-                    }
-                }
-                self.s("}");
-            }
-            ExprKind::Map(xs) => {
-                self.s("map{");
-                for (i, (k, v)) in xs.iter().enumerate() {
-                    if i > 0 {
-                        self.s(", ");
-                    }
-                    self.expr(k, TOP + 1);
-                    self.s(" -> ");
-                    self.expr(v, TOP + 1);
-                }
-                self.s("}");
-            }
-            ExprKind::Pullback(f, w) => {
-                self.open(prec >= APP);
-                self.s("(Ω ");
-                self.function(f);
-                self.s(")·");
-                self.expr(w, ATOM);
-                self.close(prec >= APP);
-            }
-            ExprKind::Dual(p, s, w) => {
-                self.open(prec >= APP);
-                self.s("(λ");
-                self.pat(p);
-                self.s(". ");
-                self.expr(s, TOP);
-                self.s(")*·");
-                self.expr(w, ATOM);
-                self.close(prec >= APP);
-            }
-            ExprKind::Derive(a) => {
-                self.s("Derive(");
-                self.expr(a, TOP);
-                self.s(")");
-            }
-            ExprKind::Ann(a, _) => self.expr(a, prec),
-            ExprKind::App(..) => self.app(e, prec),
-        }
-    }
-
-    /// The function of `(Ω f)` or `J f`: a λ without parentheses, a symbol by its name.
-    fn function(&mut self, f: &E) {
-        match &f.kind {
-            ExprKind::Lam(..) => {
-                if let Some(n) = Sym::from_term(f, &|_| false).name() {
-                    return self.s(&n);
-                }
-                self.expr(f, TOP)
-            }
-            _ => self.expr(f, ATOM),
-        }
-    }
-
-    fn app(&mut self, e: &E, prec: u8) {
+impl Hooks for Symbols {
+    fn app(&self, p: &mut Printer, e: &E, prec: u8) -> bool {
         let (head, args) = spine(e);
         if let ExprKind::Var(n, r @ (VarRef::Builtin(_) | VarRef::Global(_))) = &head.kind {
             let arity = match r {
@@ -338,77 +95,64 @@ impl Printer {
             };
             let (now, later) = args.split_at(k);
             let paren = !later.is_empty() && prec >= APP;
-            self.open(paren);
+            p.open(paren);
             match r {
                 VarRef::Builtin(Builtin::Star) => {
-                    self.expr(&now[0], ATOM);
-                    self.s("*");
+                    p.expr(&now[0], ATOM);
+                    p.s("*");
                 }
                 VarRef::Builtin(Builtin::Omega) => {
                     let inner = later.is_empty() && prec >= APP || !later.is_empty();
-                    self.open(inner);
-                    self.s("Ω ");
-                    self.expr(&now[0], ATOM);
-                    self.close(inner);
+                    p.open(inner);
+                    p.s("Ω ");
+                    p.expr(&now[0], ATOM);
+                    p.close(inner);
                 }
                 VarRef::Builtin(Builtin::Jac) if now.len() == 2 => {
-                    self.s("(J ");
-                    self.function(&now[0]);
-                    self.s(" · ");
-                    self.expr(&now[1], ATOM);
-                    self.s(")");
+                    p.s("(J ");
+                    self.function(p, &now[0]);
+                    p.s(" · ");
+                    p.expr(&now[1], ATOM);
+                    p.s(")");
                 }
                 _ => {
-                    self.s(n);
-                    self.s("(");
-                    self.list(now);
-                    self.s(")");
+                    p.s(n);
+                    p.s("(");
+                    p.list(now);
+                    p.s(")");
                 }
             }
             for a in later {
-                self.s(" ");
-                self.expr(a, ATOM);
+                p.s(" ");
+                p.expr(a, ATOM);
             }
-            self.close(paren);
-            return;
+            p.close(paren);
+            return true;
         }
-        self.open(prec >= APP);
-        self.expr(&head, APP);
+        p.open(prec >= APP);
+        p.expr(&head, APP);
         for a in &args {
-            self.s(" ");
-            self.expr(a, ATOM);
+            p.s(" ");
+            p.expr(a, ATOM);
         }
-        self.close(prec >= APP);
+        p.close(prec >= APP);
+        true
     }
-}
 
-/// The components of a tuple, with the pairs of reductions 8 and 20 flattened.
-fn tuple_items(e: &E, out: &mut Vec<E>) {
-    match &e.kind {
-        ExprKind::Tuple(xs) if e.span == CHAIN && xs.len() == 2 => {
-            if xs[0].span == CHAIN && matches!(xs[0].kind, ExprKind::Tuple(_)) {
-                tuple_items(&xs[0], out);
-            } else {
-                out.push(xs[0].clone());
+    /// The function of `(Ω f)` or `J f`: a λ without parentheses, a symbol by its name.
+    fn function(&self, p: &mut Printer, f: &E) {
+        match &f.kind {
+            ExprKind::Lam(..) => {
+                if let Some(n) = Sym::from_term(f, &|_| false).name() {
+                    return p.s(&n);
+                }
+                p.expr(f, TOP)
             }
-            out.push(xs[1].clone());
+            _ => p.expr(f, ATOM),
         }
-        ExprKind::Tuple(xs) => out.extend(xs.iter().cloned()),
-        _ => out.push(e.clone()),
     }
-}
 
-fn pat_items(p: &Pat, out: &mut Vec<Pat>) {
-    match &p.kind {
-        PatKind::Tuple(ps) if p.span == CHAIN && ps.len() == 2 => {
-            if ps[0].span == CHAIN && matches!(ps[0].kind, PatKind::Tuple(_)) {
-                pat_items(&ps[0], out);
-            } else {
-                out.push(ps[0].clone());
-            }
-            out.push(ps[1].clone());
-        }
-        PatKind::Tuple(ps) => out.extend(ps.iter().cloned()),
-        _ => out.push(p.clone()),
+    fn flattens(&self, span: Span) -> bool {
+        span == CHAIN
     }
 }
