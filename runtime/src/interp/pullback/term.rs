@@ -1,7 +1,8 @@
 //! Term plumbing for the reducer: typed constructors, fresh variables, capture-avoiding
 //! substitution, free variables and patterns (paths, tangent mirrors, chain tuples).
 
-use std::rc::Rc;
+use std::cell::RefCell;
+use std::rc::{Rc, Weak};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use frontend::builtins::Builtin;
@@ -297,17 +298,30 @@ pub fn instantiate(p: &Pat, body: &E, v: &E) -> E {
 /// Free local variables of `e` with their types, in order of first occurrence.
 ///
 /// Terms share sub-terms (a derivative mentions its point twice, a composition substitutes one
-/// Jacobian in several places), so this walks the term as a graph: each shared node once.
+/// Jacobian in several places), so this walks the term as a graph: each shared node once. The
+/// answers are kept across calls, as the reducer asks about the same large sub-terms step after step
+/// (each β-step of a long reduction substitutes an argument the previous step built).
 pub fn free_vars(e: &E) -> Vec<(LocalId, Name, Type)> {
-    let mut memo: FxHashMap<*const Expr, Rc<Vec<(LocalId, Name, Type)>>> = FxHashMap::default();
-    (*fv(e, &mut memo)).clone()
+    (*fv(e)).clone()
 }
 
 type Fv = Rc<Vec<(LocalId, Name, Type)>>;
 
-fn fv(e: &E, memo: &mut FxHashMap<*const Expr, Fv>) -> Fv {
-    if let Some(r) = memo.get(&Rc::as_ptr(e)) {
-        return r.clone();
+/// Free variables by node address. The `Weak` keeps the node's memory allocated, so its address
+/// cannot be reused by another node while the entry lives; entries of dead nodes are swept when the
+/// table has doubled.
+struct FvCache {
+    map: FxHashMap<*const Expr, (Weak<Expr>, Fv)>,
+    sweep_at: usize,
+}
+
+thread_local! {
+    static FV_CACHE: RefCell<FvCache> = RefCell::new(FvCache { map: FxHashMap::default(), sweep_at: 1 << 16 });
+}
+
+fn fv(e: &E) -> Fv {
+    if let Some(r) = FV_CACHE.with(|c| c.borrow().map.get(&Rc::as_ptr(e)).map(|(_, r)| r.clone())) {
+        return r;
     }
     fn union(
         out: &mut Vec<(LocalId, Name, Type)>,
@@ -326,22 +340,29 @@ fn fv(e: &E, memo: &mut FxHashMap<*const Expr, Fv>) -> Fv {
     let mut seen = FxHashSet::default();
     match &e.kind {
         ExprKind::Var(n, VarRef::Local(id)) => out.push((*id, n.clone(), e.ty.clone())),
-        ExprKind::Lam(p, b) => union(&mut out, &mut seen, &fv(b, memo), &binds(p)),
+        ExprKind::Lam(p, b) => union(&mut out, &mut seen, &fv(b), &binds(p)),
         ExprKind::Let(p, a, b) => {
-            union(&mut out, &mut seen, &fv(a, memo), &none);
-            union(&mut out, &mut seen, &fv(b, memo), &binds(p));
+            union(&mut out, &mut seen, &fv(a), &none);
+            union(&mut out, &mut seen, &fv(b), &binds(p));
         }
         ExprKind::Dual(p, s, w) => {
-            union(&mut out, &mut seen, &fv(s, memo), &binds(p));
-            union(&mut out, &mut seen, &fv(w, memo), &none);
+            union(&mut out, &mut seen, &fv(s), &binds(p));
+            union(&mut out, &mut seen, &fv(w), &none);
         }
         _ => frontend::lin::for_each_child(e, &mut |c| {
-            let xs = fv(c, memo);
+            let xs = fv(c);
             union(&mut out, &mut seen, &xs, &none);
         }),
     }
     let r = Rc::new(out);
-    memo.insert(Rc::as_ptr(e), r.clone());
+    FV_CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.map.len() >= c.sweep_at {
+            c.map.retain(|_, (w, _)| w.strong_count() > 0);
+            c.sweep_at = (2 * c.map.len()).max(1 << 16);
+        }
+        c.map.insert(Rc::as_ptr(e), (Rc::downgrade(e), r.clone()));
+    });
     r
 }
 
@@ -366,7 +387,7 @@ pub fn subst(e: &E, s: &FxHashMap<LocalId, E>) -> E {
     for r in s.values() {
         danger.extend(free_set(r));
     }
-    let mut st = Subst { danger, memo: FxHashMap::default(), fv: FxHashMap::default() };
+    let mut st = Subst { danger, memo: FxHashMap::default() };
     st.go(e, s, true)
 }
 
@@ -375,7 +396,6 @@ struct Subst {
     danger: FxHashSet<LocalId>,
     /// Results for shared nodes under the top-level substitution.
     memo: FxHashMap<*const Expr, E>,
-    fv: FxHashMap<*const Expr, Fv>,
 }
 
 impl Subst {
@@ -415,7 +435,7 @@ impl Subst {
             }
         }
         // Nothing to replace below here.
-        if !fv(e, &mut self.fv).iter().any(|(id, _, _)| s.contains_key(id)) {
+        if !fv(e).iter().any(|(id, _, _)| s.contains_key(id)) {
             return e.clone();
         }
         let re = |kind: ExprKind| Expr::new(kind, e.span, e.ty.clone());
