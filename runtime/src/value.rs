@@ -141,12 +141,24 @@ impl Env {
 /// recursive drop would overflow the stack on a long chain.
 impl Drop for Env {
     fn drop(&mut self) {
-        let mut work = vec![std::mem::take(&mut self.0)];
-        while let Some(slot) = work.pop() {
+        // The tail is followed in a loop; the work list (allocated only when a freed value holds
+        // closures) keeps the environments detached from values. Dropping an environment is
+        // frequent, so the common case — a shared node, or a chain of plain values — allocates
+        // nothing.
+        let mut work: Vec<Option<Rc<EnvNode>>> = Vec::new();
+        let mut next = self.0.take();
+        loop {
+            let slot = match next.take() {
+                Some(rc) => Some(rc),
+                None => match work.pop() {
+                    Some(slot) => slot,
+                    None => break,
+                },
+            };
             let Some(rc) = slot else { continue };
             // Only the last owner frees a node; other owners keep it alive.
             let Ok(mut node) = Rc::try_unwrap(rc) else { continue };
-            work.push(node.next.0.take());
+            next = node.next.0.take();
             detach_envs(&mut node.value, &mut work);
             // `node` drops here with no environment left inside its value or its tail.
         }
