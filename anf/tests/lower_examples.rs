@@ -78,11 +78,18 @@ fn every_example_verifies_and_round_trips() {
             failures.push(format!("{}: {}", file.display(), es[0]));
             continue;
         }
-        // The optimiser's output verifies too (its rewrites are checked against the interpreter
-        // by runtime's differential and golden tests).
+        // The module verifies after every optimisation pass on every function, and so does the
+        // output (the rewrites are checked against the interpreter by runtime's differential and
+        // golden tests).
         let mut optimized = module.clone();
         let main = optimized.func_by_name("main").expect("lowering makes @main");
-        let map = anf::opt::optimize(&mut optimized, &[main], &anf::opt::OptOptions::default());
+        let map = match anf::opt::optimize_checked(&mut optimized, &[main], &anf::opt::OptOptions::default()) {
+            Ok(map) => map,
+            Err(e) => {
+                failures.push(format!("{}: {e}", file.display()));
+                continue;
+            }
+        };
         if map.get(main).is_none() {
             failures.push(format!("{}: the optimiser removed @main", file.display()));
         } else if let Err(es) = ir::verify(&optimized) {

@@ -70,8 +70,31 @@ impl FuncMap {
 /// Optimises `module` in place. `roots` are the entry points (kept, with everything they can
 /// call); functions of closure tags are kept too. Returns where every function went.
 pub fn optimize(module: &mut Module, roots: &[FuncId], options: &OptOptions) -> FuncMap {
+    match run(module, roots, options, &mut |_, _, _| Ok::<(), std::convert::Infallible>(())) {
+        Ok(map) => map,
+        Err(never) => match never {},
+    }
+}
+
+/// [`optimize`], verifying the whole module after every pass on every function (for tests): the
+/// first failure names the pass and the function.
+pub fn optimize_checked(module: &mut Module, roots: &[FuncId], options: &OptOptions) -> Result<FuncMap, String> {
+    run(module, roots, options, &mut |m, pass, f| match crate::ir::verify(m) {
+        Ok(()) => Ok(()),
+        Err(es) => Err(format!("after {pass} on @{}: {}", m.funcs[f].name, es[0])),
+    })
+}
+
+/// The pipeline, calling `check` after each pass with the pass's name and the function it
+/// changed.
+fn run<E>(
+    module: &mut Module,
+    roots: &[FuncId],
+    options: &OptOptions,
+    check: &mut dyn FnMut(&Module, &str, FuncId) -> Result<(), E>,
+) -> Result<FuncMap, E> {
     if !options.enabled {
-        return FuncMap { new: module.funcs.keys().map(Some).collect() };
+        return Ok(FuncMap { new: module.funcs.keys().map(Some).collect() });
     }
     let facts = simplify::ModuleFacts::of(module);
     let order = callees_first(module);
@@ -99,21 +122,26 @@ pub fn optimize(module: &mut Module, roots: &[FuncId], options: &OptOptions) -> 
             }
             call_sites[g.index()] = call_sites[g.index()].saturating_sub(1);
             for_each_call(&module.funcs[g], |h| call_sites[h.index()] += 1);
+            check(module, "inlining", f)?;
         }
         simplify::simplify_function(module, f, &facts);
+        check(module, "simplification", f)?;
         let placeholder = crate::ir::Function::empty("", Default::default());
         let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
         let fused = bags::fuse(module, &mut func);
         module.funcs[f] = func;
+        check(module, "bag fusion", f)?;
         if fused {
             simplify::simplify_function(module, f, &facts);
+            check(module, "simplification", f)?;
         }
         let placeholder = crate::ir::Function::empty("", Default::default());
         let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
         order::relax(module, &mut func);
         module.funcs[f] = func;
+        check(module, "unsorted iteration", f)?;
     }
-    prune(module, roots)
+    Ok(prune(module, roots))
 }
 
 /// Calls `k` on the callee of every call in the function's layout.
