@@ -23,26 +23,15 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::ir::cfg::successor;
 use crate::ir::{BinaryOp, Block, Cmp, ExtFuncId, Function, Inst, Module, Op, Value, ValueDef};
 
-/// Support functions a loop may call and stay order-insensitive (bag effects are checked
-/// separately).
-const ALLOWED: &[&str] = &[
+/// Support functions with bag effects a loop may call and stay order-insensitive (the effects
+/// are checked separately); pure ones (`simplify::PURE_SUPPORT`) are allowed too.
+const BAG_EFFECTS: &[&str] = &[
     "nabla_bag_new",
     "nabla_bag_insert",
     "nabla_bag_add_scaled",
     "nabla_bag_add_into",
     "nabla_bag_entries",
     "nabla_bag_entries_unordered",
-    "nabla_bag_len",
-    "nabla_bag_count",
-    "nabla_bag_eq",
-    "nabla_sin",
-    "nabla_cos",
-    "nabla_tan",
-    "nabla_exp",
-    "nabla_log",
-    "nabla_tanh",
-    "nabla_sigmoid",
-    "nabla_pow",
 ];
 
 /// Rewrites the entry calls of order-insensitive loops of `func`; true if any changed.
@@ -241,7 +230,7 @@ impl Loop {
                             read.insert(args[0]);
                             read.insert(args[1]);
                         }
-                        n if ALLOWED.contains(&n) => {}
+                        n if BAG_EFFECTS.contains(&n) || super::simplify::PURE_SUPPORT.contains(&n) => {}
                         _ => return false,
                     },
                     Op::Trap(..) | Op::BoundsCheck(..) | Op::NewArray(..) | Op::Call(..) | Op::Return(_) => {

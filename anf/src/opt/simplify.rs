@@ -31,7 +31,7 @@ use super::inline::map_operands;
 pub const WRITES_THROUGH: &[(&str, usize)] = &[("nabla_map_get", 2)];
 
 /// Support functions without effects (neither failing nor writing): unused calls are removed.
-const PURE_SUPPORT: &[&str] = &[
+pub(super) const PURE_SUPPORT: &[&str] = &[
     "nabla_sin",
     "nabla_cos",
     "nabla_tan",
@@ -288,13 +288,7 @@ impl<'a> Simplifier<'a> {
         // Drop the arguments on every edge, then the parameters.
         for &b in &self.func.layout.clone() {
             let Some(&last) = self.func.blocks[b].insts.last() else { continue };
-            let mut touches = false;
-            let mut k = 0;
-            while let Some(s) = successor(self.func, b, k) {
-                touches |= drop.contains_key(&s);
-                k += 1;
-            }
-            if !touches {
+            if !any_successor(self.func, b, |s| drop.contains_key(&s)) {
                 continue;
             }
             let mut op = self.func.insts[last].op.clone();
@@ -684,13 +678,7 @@ impl<'a> Simplifier<'a> {
         }
         for &a in &self.func.layout.clone() {
             let Some(&last) = self.func.blocks[a].insts.last() else { continue };
-            let mut touches = false;
-            let mut k = 0;
-            while let Some(s) = successor(self.func, a, k) {
-                touches |= forward.contains_key(&s);
-                k += 1;
-            }
-            if !touches {
+            if !any_successor(self.func, a, |s| forward.contains_key(&s)) {
                 continue;
             }
             let mut op = self.func.insts[last].op.clone();
@@ -849,6 +837,18 @@ enum Folded {
     Value(Value),
     /// It becomes this operation (same result).
     Op(Op),
+}
+
+/// Does `block` branch to a block satisfying `p`?
+fn any_successor(func: &Function, block: Block, mut p: impl FnMut(Block) -> bool) -> bool {
+    let mut k = 0;
+    while let Some(s) = successor(func, block, k) {
+        if p(s) {
+            return true;
+        }
+        k += 1;
+    }
+    false
 }
 
 /// A copy of `f` with only its layout's blocks, values and instructions, numbered in order.
