@@ -63,22 +63,42 @@ pub fn anormalise_def(body: &E, fresh: &mut dyn FnMut() -> LocalId) -> E {
     go(&mut a, body)
 }
 
+/// Why a term is not in A-normal form: rendered (with the offending sub-term pretty-printed) only
+/// when displayed, so the boolean checks the reducer makes at every step print nothing.
+#[derive(Clone, Debug)]
+pub struct NotAnf {
+    what: String,
+    term: E,
+}
+
+impl NotAnf {
+    fn new(what: impl Into<String>, term: &E) -> NotAnf {
+        NotAnf { what: what.into(), term: term.clone() }
+    }
+}
+
+impl std::fmt::Display for NotAnf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.what, show(&self.term))
+    }
+}
+
 /// Checks that `e` is a let-series of elementary terms (recursively: bodies of `λ`, `if`, dual maps
 /// and pullbacks inside it are let-series too). The error names the first offending sub-term.
-pub fn check_series(e: &E) -> Result<(), String> {
+pub fn check_series(e: &E) -> Result<(), NotAnf> {
     match &e.kind {
         ExprKind::Let(p, rhs, rest) => {
             let PatKind::Var(_, id) = &p.kind else {
-                return Err(format!("a let-series binds one variable, found the pattern {}", show(e)));
+                return Err(NotAnf::new("a let-series binds one variable, found the pattern", e));
             };
             check_elementary(rhs)?;
             match &rest.kind {
                 ExprKind::Var(_, VarRef::Local(j)) if j == id => Ok(()),
                 ExprKind::Let(..) => check_series(rest),
-                _ => Err(format!("a let-series ends `let z = E in z`, found {}", show(rest))),
+                _ => Err(NotAnf::new("a let-series ends `let z = E in z`, found", rest)),
             }
         }
-        _ => Err(format!("expected a let-series, found {}", show(e))),
+        _ => Err(NotAnf::new("expected a let-series, found", e)),
     }
 }
 
@@ -120,8 +140,8 @@ pub fn spine(e: &E) -> (&E, Vec<&E>) {
     (cur, args)
 }
 
-fn check_elementary(e: &E) -> Result<(), String> {
-    let atom = |x: &E| if is_atom(x) { Ok(()) } else { Err(format!("expected a variable, found {}", show(x))) };
+fn check_elementary(e: &E) -> Result<(), NotAnf> {
+    let atom = |x: &E| if is_atom(x) { Ok(()) } else { Err(NotAnf::new("expected a variable, found", x)) };
     let atoms = |xs: &[E]| xs.iter().try_for_each(atom);
     match &e.kind {
         ExprKind::Zero | ExprKind::Var(..) | ExprKind::Lit(_) | ExprKind::Derive(_) => Ok(()),
@@ -138,7 +158,7 @@ fn check_elementary(e: &E) -> Result<(), String> {
             match &f.kind {
                 ExprKind::Lam(_, b) => check_series(b)?,
                 ExprKind::Var(..) => {}
-                _ => return Err(format!("a pullback's function is a λ or a name, found {}", show(f))),
+                _ => return Err(NotAnf::new("a pullback's function is a λ or a name, found", f)),
             }
             atom(w)
         }
@@ -147,7 +167,7 @@ fn check_elementary(e: &E) -> Result<(), String> {
             match &head.kind {
                 ExprKind::Var(_, VarRef::Builtin(b)) => {
                     if args.len() > b.arity() {
-                        return Err(format!("`{}` applied to more than its arity in {}", b.name(), show(e)));
+                        return Err(NotAnf::new(format!("`{}` applied to more than its arity in", b.name()), e));
                     }
                     for (i, a) in args.iter().enumerate() {
                         // `J f · z`: the function symbol stays as written (a name, or a λ for an operator).
@@ -161,10 +181,10 @@ fn check_elementary(e: &E) -> Result<(), String> {
                 }
                 ExprKind::Var(_, VarRef::Global(_)) if args.len() == 1 => atom(args[0]),
                 _ if args.len() == 1 => atom(head).and(atom(args[0])),
-                _ => Err(format!("an application of a local function takes one argument: {}", show(e))),
+                _ => Err(NotAnf::new("an application of a local function takes one argument:", e)),
             }
         }
-        ExprKind::Let(..) | ExprKind::Ann(..) => Err(format!("not an elementary term: {}", show(e))),
+        ExprKind::Let(..) | ExprKind::Ann(..) => Err(NotAnf::new("not an elementary term:", e)),
     }
 }
 

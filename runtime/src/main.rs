@@ -6,6 +6,11 @@ mod jit_cli;
 mod pullback_cli;
 mod repl;
 
+/// The reference interpreter and the pullback reducer allocate and free many small terms; mimalloc
+/// frees them in about half the time of the system allocator (the reducer's gradient of a fold).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::io::Write;
 use std::process::ExitCode;
 

@@ -28,6 +28,7 @@ use frontend::syntax::*;
 use frontend::types::Type;
 use frontend::Diagnostic;
 use rustc_hash::FxHashMap;
+use std::rc::Weak;
 
 use super::print;
 use super::term::*;
@@ -71,11 +72,15 @@ pub struct Reducer<'a, 'p> {
     unfolded: FxHashMap<DefId, E>,
     /// Binders A-normalisation made so far: new ones continue the numbering.
     names: u32,
-    /// Terms already reduced to values (by identity, kept alive here): values are normal forms, so
-    /// reducing one again, as each step's context is revisited, is skipped.
-    values: FxHashMap<*const Expr, E>,
-    /// Normal forms of terms reduced before (the term is kept alive with it).
-    results: FxHashMap<*const Expr, (E, E)>,
+    /// Terms already reduced to values (by identity): values are normal forms, so reducing one
+    /// again, as each step's context is revisited, is skipped. The `Weak` keeps the node's address
+    /// from being reused without keeping its children alive (holding every intermediate term made
+    /// the reducer's memory quadratic in the length of a let-series); dead entries are swept.
+    values: FxHashMap<*const Expr, Weak<Expr>>,
+    /// Normal forms of terms reduced before, while both are alive.
+    results: FxHashMap<*const Expr, (Weak<Expr>, Weak<Expr>)>,
+    /// Sweep dead entries of `values` and `results` when they reach this size.
+    sweep_at: usize,
     /// `NABLA_DEBUG` is set: every step, hidden ones included, goes to stderr.
     debug: bool,
 }
@@ -111,6 +116,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
             names: 0,
             values: FxHashMap::default(),
             results: FxHashMap::default(),
+            sweep_at: 1 << 16,
             debug: std::env::var_os("NABLA_DEBUG").is_some(),
         }
     }
@@ -260,24 +266,36 @@ impl<'a, 'p> Reducer<'a, 'p> {
         Ok(v)
     }
 
+    /// Drops the memo entries of terms that are gone, once the tables have doubled.
+    fn sweep(&mut self) {
+        if self.values.len() + self.results.len() < self.sweep_at {
+            return;
+        }
+        self.values.retain(|_, w| w.strong_count() > 0);
+        self.results.retain(|_, (k, v)| k.strong_count() > 0 && v.strong_count() > 0);
+        self.sweep_at = (2 * (self.values.len() + self.results.len())).max(1 << 16);
+    }
+
     /// Reduces a closed term (or one whose free variables are values) to a value.
     pub fn eval(&mut self, t0: &E) -> R<E> {
         let key = std::rc::Rc::as_ptr(t0);
+        // `t0` is alive at `key`, so an entry there (whose `Weak` holds the address) is about `t0`.
         if self.values.contains_key(&key) {
             return Ok(t0.clone());
         }
-        if let Some(v) = self.results.get(&key) {
-            return Ok(v.1.clone());
+        if let Some(v) = self.results.get(&key).and_then(|(_, v)| v.upgrade()) {
+            return Ok(v);
         }
         let mut t = t0.clone();
         loop {
             match self.contract(&mut t)? {
                 None => {
-                    self.values.insert(std::rc::Rc::as_ptr(&t), t.clone());
+                    self.sweep();
+                    self.values.insert(std::rc::Rc::as_ptr(&t), std::rc::Rc::downgrade(&t));
                     // A shared sub-term reduces once: its normal form is reused wherever it occurs
                     // (not in a trace, which shows every step).
                     if !self.tracing() && !std::rc::Rc::ptr_eq(&t, t0) {
-                        self.results.insert(key, (t0.clone(), t.clone()));
+                        self.results.insert(key, (std::rc::Rc::downgrade(t0), std::rc::Rc::downgrade(&t)));
                     }
                     return Ok(t);
                 }

@@ -152,11 +152,6 @@ pub fn proj(e: &E, i: usize) -> E {
     mk(ExprKind::Proj(e.clone(), i), ty)
 }
 
-/// The component of `v` at `path` (projections, taken directly from tuple terms).
-pub fn component(v: &E, path: &[usize]) -> E {
-    path.iter().fold(v.clone(), |e, i| proj(&e, *i))
-}
-
 /// `f a b …` as a head and its arguments.
 pub fn spine(e: &E) -> (E, Vec<E>) {
     let mut args = Vec::new();
@@ -180,31 +175,25 @@ pub fn builtin_head(e: &E) -> Option<Builtin> {
 // ---------------------------------------------------------------------------------------------
 // Patterns
 
-/// A variable of a pattern with its path of projections.
+/// A variable of a pattern.
 #[derive(Clone, Debug)]
 pub struct Leaf {
     pub id: LocalId,
     pub name: Name,
     pub ty: Type,
-    pub path: Vec<usize>,
 }
 
+/// The variables of a pattern, left to right.
 pub fn leaves(p: &Pat) -> Vec<Leaf> {
-    fn go(p: &Pat, path: &mut Vec<usize>, out: &mut Vec<Leaf>) {
+    fn go(p: &Pat, out: &mut Vec<Leaf>) {
         match &p.kind {
-            PatKind::Var(n, id) => out.push(Leaf { id: *id, name: n.clone(), ty: p.ty.clone(), path: path.clone() }),
+            PatKind::Var(n, id) => out.push(Leaf { id: *id, name: n.clone(), ty: p.ty.clone() }),
             PatKind::Wild | PatKind::Unit => {}
-            PatKind::Tuple(ps) => {
-                for (i, q) in ps.iter().enumerate() {
-                    path.push(i);
-                    go(q, path, out);
-                    path.pop();
-                }
-            }
+            PatKind::Tuple(ps) => ps.iter().for_each(|q| go(q, out)),
         }
     }
     let mut out = Vec::new();
-    go(p, &mut Vec::new(), &mut out);
+    go(p, &mut out);
     out
 }
 
@@ -283,8 +272,29 @@ pub fn mirror(p: &Pat) -> (Rc<Pat>, FxHashMap<LocalId, E>) {
 }
 
 /// The substitution `[V/p]`: each variable of `p` to its component of `v`.
+///
+/// Pattern and value are walked together, so a leaf at depth `d` costs O(1) once its parent's
+/// component is known (folding `proj` along each leaf's path was Θ(k²) on rule 8's left-nested
+/// chains ⟨⟨⟨y, z1⟩, z2⟩ …⟩, and made the reducer's gradient of a fold Θ(n³)).
 pub fn pattern_subst(p: &Pat, v: &E) -> FxHashMap<LocalId, E> {
-    leaves(p).into_iter().map(|l| (l.id, component(v, &l.path))).collect()
+    fn go(p: &Pat, v: &E, out: &mut FxHashMap<LocalId, E>) {
+        match &p.kind {
+            PatKind::Var(_, id) => {
+                out.insert(*id, v.clone());
+            }
+            PatKind::Wild | PatKind::Unit => {}
+            PatKind::Tuple(ps) => {
+                for (i, q) in ps.iter().enumerate() {
+                    if !matches!(q.kind, PatKind::Wild | PatKind::Unit) {
+                        go(q, &proj(v, i), out);
+                    }
+                }
+            }
+        }
+    }
+    let mut out = FxHashMap::default();
+    go(p, v, &mut out);
+    out
 }
 
 /// `body[V/p]`.
@@ -302,36 +312,45 @@ pub fn instantiate(p: &Pat, body: &E, v: &E) -> E {
 /// answers are kept across calls, as the reducer asks about the same large sub-terms step after step
 /// (each β-step of a long reduction substitutes an argument the previous step built).
 pub fn free_vars(e: &E) -> Vec<(LocalId, Name, Type)> {
-    (*fv(e)).clone()
+    let ids = fv(e);
+    FV_CACHE.with(|c| {
+        let c = c.borrow();
+        ids.iter()
+            .map(|id| {
+                let (n, t) = &c.info[id];
+                (*id, n.clone(), t.clone())
+            })
+            .collect()
+    })
 }
 
-type Fv = Rc<Vec<(LocalId, Name, Type)>>;
+/// Free variables of a node, by id (names and types are in [`FvCache::info`]).
+type Fv = Rc<[LocalId]>;
 
 /// Free variables by node address. The `Weak` keeps the node's memory allocated, so its address
 /// cannot be reused by another node while the entry lives; entries of dead nodes are swept when the
-/// table has doubled.
+/// table has doubled. Entries hold ids only (a left-nested chain of depth k has k nodes with up to
+/// k free variables each, so the table is quadratic in the chain: keep each entry small), and one
+/// table gives each variable's name and type.
 struct FvCache {
     map: FxHashMap<*const Expr, (Weak<Expr>, Fv)>,
+    info: FxHashMap<LocalId, (Name, Type)>,
     sweep_at: usize,
 }
 
 thread_local! {
-    static FV_CACHE: RefCell<FvCache> = RefCell::new(FvCache { map: FxHashMap::default(), sweep_at: 1 << 16 });
+    static FV_CACHE: RefCell<FvCache> =
+        RefCell::new(FvCache { map: FxHashMap::default(), info: FxHashMap::default(), sweep_at: 1 << 16 });
 }
 
 fn fv(e: &E) -> Fv {
     if let Some(r) = FV_CACHE.with(|c| c.borrow().map.get(&Rc::as_ptr(e)).map(|(_, r)| r.clone())) {
         return r;
     }
-    fn union(
-        out: &mut Vec<(LocalId, Name, Type)>,
-        seen: &mut FxHashSet<LocalId>,
-        xs: &[(LocalId, Name, Type)],
-        except: &FxHashSet<LocalId>,
-    ) {
+    fn union(out: &mut Vec<LocalId>, seen: &mut FxHashSet<LocalId>, xs: &[LocalId], except: &FxHashSet<LocalId>) {
         for x in xs {
-            if !except.contains(&x.0) && seen.insert(x.0) {
-                out.push(x.clone());
+            if !except.contains(x) && seen.insert(*x) {
+                out.push(*x);
             }
         }
     }
@@ -339,7 +358,12 @@ fn fv(e: &E) -> Fv {
     let mut out = Vec::new();
     let mut seen = FxHashSet::default();
     match &e.kind {
-        ExprKind::Var(n, VarRef::Local(id)) => out.push((*id, n.clone(), e.ty.clone())),
+        ExprKind::Var(n, VarRef::Local(id)) => {
+            FV_CACHE.with(|c| {
+                c.borrow_mut().info.insert(*id, (n.clone(), e.ty.clone()));
+            });
+            out.push(*id)
+        }
         ExprKind::Lam(p, b) => union(&mut out, &mut seen, &fv(b), &binds(p)),
         ExprKind::Let(p, a, b) => {
             union(&mut out, &mut seen, &fv(a), &none);
@@ -349,12 +373,31 @@ fn fv(e: &E) -> Fv {
             union(&mut out, &mut seen, &fv(s), &binds(p));
             union(&mut out, &mut seen, &fv(w), &none);
         }
-        _ => frontend::lin::for_each_child(e, &mut |c| {
-            let xs = fv(c);
-            union(&mut out, &mut seen, &xs, &none);
-        }),
+        _ => {
+            // A node with one child that has free variables shares that child's list.
+            let mut only: Option<Fv> = None;
+            let mut several = false;
+            frontend::lin::for_each_child(e, &mut |c| {
+                let xs = fv(c);
+                if xs.is_empty() {
+                    return;
+                }
+                if only.is_none() && !several {
+                    only = Some(xs.clone());
+                } else {
+                    several = true;
+                }
+                union(&mut out, &mut seen, &xs, &none);
+            });
+            if let (Some(xs), false) = (only, several) {
+                return remember(e, xs);
+            }
+        }
     }
-    let r = Rc::new(out);
+    remember(e, out.into())
+}
+
+fn remember(e: &E, r: Fv) -> Fv {
     FV_CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if c.map.len() >= c.sweep_at {
@@ -367,15 +410,15 @@ fn fv(e: &E) -> Fv {
 }
 
 pub fn free_set(e: &E) -> FxHashSet<LocalId> {
-    free_vars(e).into_iter().map(|(id, _, _)| id).collect()
+    fv(e).iter().copied().collect()
 }
 
 pub fn mentions_any(e: &E, ids: &FxHashSet<LocalId>) -> bool {
-    !ids.is_empty() && free_vars(e).iter().any(|(id, _, _)| ids.contains(id))
+    !ids.is_empty() && fv(e).iter().any(|id| ids.contains(id))
 }
 
 pub fn is_closed(e: &E) -> bool {
-    free_vars(e).is_empty()
+    fv(e).is_empty()
 }
 
 /// Capture-avoiding substitution of terms for free variables.
@@ -435,7 +478,7 @@ impl Subst {
             }
         }
         // Nothing to replace below here.
-        if !fv(e).iter().any(|(id, _, _)| s.contains_key(id)) {
+        if !fv(e).iter().any(|id| s.contains_key(id)) {
             return e.clone();
         }
         let re = |kind: ExprKind| Expr::new(kind, e.span, e.ty.clone());

@@ -15,7 +15,7 @@ use std::rc::Rc;
 use frontend::builtins::Builtin;
 use frontend::syntax::*;
 use frontend::types::Type;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::reduce::{Reducer, R};
 use super::term::*;
@@ -100,9 +100,9 @@ fn parts(c: &E, n: usize) -> Option<Vec<E>> {
 struct Transposer {
     /// Accumulated cotangents of the first-order tangent variables.
     fo: FxHashMap<LocalId, E>,
-    first_order: Vec<LocalId>,
-    higher: Vec<LocalId>,
-    tangents: rustc_hash::FxHashSet<LocalId>,
+    first_order: FxHashSet<LocalId>,
+    higher: FxHashSet<LocalId>,
+    tangents: FxHashSet<LocalId>,
     /// `(X, c)`: a first-order term `X` headed by a higher-order tangent variable, paired with `c`.
     occurrences: Vec<(E, E)>,
 }
@@ -292,7 +292,7 @@ fn collapsed(s: &E, leaves: &[Leaf]) -> bool {
             _ => out.push(s),
         }
     }
-    let higher: Vec<LocalId> = leaves.iter().filter(|l| !l.ty.is_first_order()).map(|l| l.id).collect();
+    let higher: FxHashSet<LocalId> = leaves.iter().filter(|l| !l.ty.is_first_order()).map(|l| l.id).collect();
     if higher.is_empty() {
         return false;
     }
@@ -308,18 +308,14 @@ fn collapsed(s: &E, leaves: &[Leaf]) -> bool {
     };
     let mut ts = Vec::new();
     terms(s, &mut ts);
-    let mut seen = Vec::new();
+    let mut seen = FxHashSet::default();
     ts.iter().all(|t| {
         let (h, args) = spine(t);
         if builtin_head(&h) != Some(Builtin::Star) || args.len() != 2 {
             return false;
         }
         match &args[1].kind {
-            ExprKind::Var(_, VarRef::Local(id)) if !higher.contains(id) => {
-                let fresh = !seen.contains(id);
-                seen.push(*id);
-                fresh
-            }
+            ExprKind::Var(_, VarRef::Local(id)) if !higher.contains(id) => seen.insert(*id),
             _ => {
                 headed(&args[1])
                     || matches!(

@@ -87,7 +87,8 @@ pub fn one_hot(n: usize, i: usize, c: &E, ty: &Type) -> E {
         Type::Array(t) => (**t).clone(),
         _ => c.ty.clone(),
     };
-    let xs = (0..n).map(|k| if k == i { c.clone() } else { zero(&elem) }).collect();
+    let z = zero(&elem);
+    let xs = (0..n).map(|k| if k == i { c.clone() } else { z.clone() }).collect();
     mk(ExprKind::Array(xs), ty.clone())
 }
 
