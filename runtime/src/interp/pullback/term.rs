@@ -198,7 +198,18 @@ pub fn leaves(p: &Pat) -> Vec<Leaf> {
 }
 
 pub fn binds(p: &Pat) -> FxHashSet<LocalId> {
-    p.binders().into_iter().map(|(_, id)| id).collect()
+    fn go(p: &Pat, out: &mut FxHashSet<LocalId>) {
+        match &p.kind {
+            PatKind::Var(_, id) => {
+                out.insert(*id);
+            }
+            PatKind::Wild | PatKind::Unit => {}
+            PatKind::Tuple(ps) => ps.iter().for_each(|q| go(q, out)),
+        }
+    }
+    let mut out = FxHashSet::default();
+    go(p, &mut out);
+    out
 }
 
 /// The pattern with each `_` replaced by a fresh variable, so the whole input can be named as a
@@ -272,34 +283,52 @@ pub fn mirror(p: &Pat) -> (Rc<Pat>, FxHashMap<LocalId, E>) {
 }
 
 /// The substitution `[V/p]`: each variable of `p` to its component of `v`.
+pub fn pattern_subst(p: &Pat, v: &E) -> FxHashMap<LocalId, E> {
+    pattern_subst_for(p, v, None)
+}
+
+/// `[V/p]` restricted to the variables in `only` (all when `None`).
 ///
 /// Pattern and value are walked together, so a leaf at depth `d` costs O(1) once its parent's
 /// component is known (folding `proj` along each leaf's path was Θ(k²) on rule 8's left-nested
 /// chains ⟨⟨⟨y, z1⟩, z2⟩ …⟩, and made the reducer's gradient of a fold Θ(n³)).
-pub fn pattern_subst(p: &Pat, v: &E) -> FxHashMap<LocalId, E> {
-    fn go(p: &Pat, v: &E, out: &mut FxHashMap<LocalId, E>) {
+fn pattern_subst_for(p: &Pat, v: &E, only: Option<&FxHashSet<LocalId>>) -> FxHashMap<LocalId, E> {
+    fn go(p: &Pat, v: &E, only: Option<&FxHashSet<LocalId>>, out: &mut FxHashMap<LocalId, E>) {
         match &p.kind {
             PatKind::Var(_, id) => {
-                out.insert(*id, v.clone());
+                if only.is_none_or(|o| o.contains(id)) {
+                    out.insert(*id, v.clone());
+                }
             }
             PatKind::Wild | PatKind::Unit => {}
             PatKind::Tuple(ps) => {
                 for (i, q) in ps.iter().enumerate() {
-                    if !matches!(q.kind, PatKind::Wild | PatKind::Unit) {
-                        go(q, &proj(v, i), out);
+                    let wanted = match &q.kind {
+                        PatKind::Wild | PatKind::Unit => false,
+                        PatKind::Var(_, id) => only.is_none_or(|o| o.contains(id)),
+                        PatKind::Tuple(_) => true,
+                    };
+                    if wanted {
+                        go(q, &proj(v, i), only, out);
                     }
                 }
             }
         }
     }
     let mut out = FxHashMap::default();
-    go(p, v, &mut out);
+    go(p, v, only, &mut out);
     out
 }
 
-/// `body[V/p]`.
+/// `body[V/p]`. Only the pattern's variables free in `body` are looked up: rule 8's chain patterns
+/// grow with the let-series, while the rest of the series mentions few of them.
 pub fn instantiate(p: &Pat, body: &E, v: &E) -> E {
-    subst(body, &pattern_subst(p, v))
+    let free = fv(body);
+    if free.is_empty() {
+        return body.clone();
+    }
+    let only: FxHashSet<LocalId> = free.iter().copied().collect();
+    subst(body, &pattern_subst_for(p, v, Some(&only)))
 }
 
 // ---------------------------------------------------------------------------------------------
