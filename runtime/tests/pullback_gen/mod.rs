@@ -87,7 +87,22 @@ pub fn program(rng: &mut Rng, opts: &Options) -> Program {
     let point: Vec<f64> = (0..inputs).map(|_| ((rng.unit() * 3.0 - 1.5) * 8.0).round() / 8.0).collect();
     let mut g = Gen { rng, opts, point: point.clone(), fresh: 0 };
     let env: Vec<String> = (1..=inputs).map(|i| format!("x{i}")).collect();
-    let body = g.real(&env, opts.depth);
+    // A body that never names an input has a zero partial there that tests nothing: resample
+    // (a few times; then the missing inputs are added in as terms of their own).
+    let mentions =
+        |body: &str, x: &str| body.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '\'')).any(|w| w == x);
+    let mut body = g.real(&env, opts.depth);
+    for _ in 0..20 {
+        if env.iter().all(|x| mentions(&body, x)) {
+            break;
+        }
+        body = g.real(&env, opts.depth);
+    }
+    for x in &env {
+        if !mentions(&body, x) {
+            body = format!("({body} + sin ({x} * {}))", g.atom(&env, 1));
+        }
+    }
     let params = if inputs == 1 { "(x1 : Real)".to_string() } else { format!("({})", env.join(", ")) };
     let source = format!("def f {params} : Real = {body}\n");
     Program { source, inputs, point }
@@ -129,7 +144,53 @@ impl Gen<'_> {
             return if self.rng.chance(0.8) { self.pick(env).to_string() } else { self.constant() };
         }
         let d = depth - 1;
-        match self.rng.below(27) {
+        match self.rng.below(34) {
+            27 => format!("tan (0.5 * sin {})", self.atom(env, d)),
+            28 => {
+                // A variable exponent (and base): ∂/∂y of x ^ y.
+                let (a, b) = (self.real(env, d), self.atom(env, d));
+                match self.rng.below(3) {
+                    0 => format!("((1.0 + {a} * {a}) ^ (sin {b}))"),
+                    1 => format!("(2.0 ^ (tanh {b}))"),
+                    _ => format!("((0.5 + sigmoid {b}) ^ (1.5 + cos ({a})))"),
+                }
+            }
+            29 => {
+                let a = self.atom(env, d);
+                if self.rng.chance(0.5) {
+                    format!("neg {a}")
+                } else {
+                    format!("(- {a})")
+                }
+            }
+            30 => {
+                // abs of a term bounded away from 0, on either side.
+                let a = self.atom(env, d);
+                if self.rng.chance(0.5) {
+                    format!("abs (1.5 + sin {a})")
+                } else {
+                    format!("abs (sin {a} - 1.5)")
+                }
+            }
+            31 => {
+                // max/min whose arguments never meet: each argument is taken somewhere.
+                let (a, b) = (self.atom(env, d), self.atom(env, d));
+                match self.rng.below(4) {
+                    0 => format!("max (sin {a}) (2.0 + cos {b})"),
+                    1 => format!("max (2.0 + cos {a}) (sin {b})"),
+                    2 => format!("min (tanh {a}) (tanh {b} - 3.0)"),
+                    _ => format!("min (tanh {a} - 3.0) (tanh {b})"),
+                }
+            }
+            32 => {
+                // Division by a negative denominator.
+                let b = self.real(env, d);
+                format!("({} / (-1.0 - {b} * {b}))", self.real(env, d))
+            }
+            33 => {
+                let n = self.rng.below(5) as i64 - 2;
+                format!("(toReal ({n}) * {})", self.atom(env, d))
+            }
             0 | 1 => format!("({} + {})", self.real(env, d), self.real(env, d)),
             2 => format!("({} - {})", self.real(env, d), self.real(env, d)),
             3 | 4 => format!("({} * {})", self.real(env, d), self.real(env, d)),
