@@ -498,6 +498,22 @@ impl Infer {
         })
     }
 
+    /// `f -1` is `f - 1`: when a function is the left operand of a subtraction of a number
+    /// literal, say how to pass a negative number instead.
+    fn negative_argument_hint(&self, op: BinOp, lhs: &Type, rhs: &E, d: Diagnostic) -> Diagnostic {
+        let lit = match &rhs.kind {
+            ExprKind::Lit(Lit::Int(n)) => n.to_string(),
+            ExprKind::Lit(Lit::Real(r)) => format!("{r:?}"),
+            _ => return d,
+        };
+        if op != BinOp::Sub || !matches!(self.resolve(lhs), Type::Fun(..)) {
+            return d;
+        }
+        d.with_note(format!(
+            "`-{lit}` after a function is a subtraction; to pass a negative number, write it in parentheses: `(-{lit})`"
+        ))
+    }
+
     fn instantiate(&mut self, s: &Scheme) -> Type {
         let mut map: Vec<(TyVar, Type)> = Vec::new();
         for (v, c) in &s.vars {
@@ -749,7 +765,8 @@ impl Infer {
                         Type::Bool
                     }
                     BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div => {
-                        self.expect_class(&a2.ty, Classes::NUM, a.span, "the operands of arithmetic")?;
+                        self.expect_class(&a2.ty, Classes::NUM, a.span, "the operands of arithmetic")
+                            .map_err(|d| self.negative_argument_hint(*op, &a2.ty, b, d))?;
                         self.expect(&b2.ty, &a2.ty, b.span)?;
                         a2.ty.clone()
                     }

@@ -1,7 +1,10 @@
 //! `nabla bench FILE`: `main` timed under the compiled engine and the reference interpreter, side by
-//! side, in one process. Each engine runs until about a second has passed (at least 3 and at most
-//! 1000 runs); medians are reported, and the speed-up is the ratio of the medians. The machine may be
-//! shared and noisy: quote the ratio, not one absolute time.
+//! side, in one process. By default each engine runs until about a second has passed (at least 3
+//! and at most 1000 runs); `--runs N` asks for N runs. Either way an engine stops being timed once
+//! its runs have taken the time budget (after at least one run), so a program the interpreter
+//! takes a minute for costs one run, not three. Medians are reported, and the speed-up is the
+//! ratio of the medians. The machine may be shared and noisy: quote the ratio, not one absolute
+//! time.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -12,6 +15,34 @@ use frontend::Diagnostic;
 
 use crate::engine::{root_span, Machine, BIG_STACK_BUDGET};
 use crate::native::{CallCtx, DEFAULT_ARENA_LIMIT};
+use crate::value::Value;
+
+/// Which engines `nabla bench` times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engines {
+    Jit,
+    Interp,
+    Both,
+}
+
+/// How `nabla bench` times.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Exactly this many runs of each engine (`None`: about a second's worth, 3 to 1000).
+    pub runs: Option<usize>,
+    pub engines: Engines,
+    /// An engine is not run again once its runs took this long (it always runs once).
+    pub budget: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { runs: None, engines: Engines::Both, budget: DEFAULT_BUDGET }
+    }
+}
+
+/// The default time budget of one engine.
+pub const DEFAULT_BUDGET: Duration = Duration::from_secs(10);
 
 /// What `nabla bench` measured.
 pub struct Report {
@@ -19,63 +50,101 @@ pub struct Report {
     pub value: String,
     /// Median time from source to machine code, when the program compiles.
     pub compile: Option<Duration>,
-    pub interp: Timing,
-    /// `Err(reason)` when the program uses a construct the compiler does not handle yet.
-    pub jit: Result<Timing, String>,
+    /// `None` when the interpreter was not asked for.
+    pub interp: Option<Timing>,
+    /// `Err(reason)` when the program uses a construct the compiler does not handle yet; `None`
+    /// when the JIT was not asked for.
+    pub jit: Option<Result<Timing, String>>,
+    pub budget: Duration,
 }
 
 /// The median of some runs.
 pub struct Timing {
     pub median: Duration,
     pub runs: usize,
+    /// The time budget ended the runs before the number asked for.
+    pub cut: bool,
 }
 
-const BUDGET: Duration = Duration::from_secs(1);
+/// Without `--runs`: run for about this long.
+const TARGET: Duration = Duration::from_secs(1);
 const MIN_RUNS: usize = 3;
 const MAX_RUNS: usize = 1000;
 
-fn time_runs(mut f: impl FnMut() -> Result<(), Diagnostic>) -> Result<Timing, Diagnostic> {
+/// Times `f`, returning the timing and the value of its first run.
+fn time_runs<T>(options: &Options, mut f: impl FnMut() -> Result<T, Diagnostic>) -> Result<(Timing, T), Diagnostic> {
     let start = Instant::now();
     let mut times = Vec::new();
-    while times.len() < MIN_RUNS || (start.elapsed() < BUDGET && times.len() < MAX_RUNS) {
+    let mut first = None;
+    let wanted = options.runs.unwrap_or(MIN_RUNS);
+    let cut = loop {
         let t = Instant::now();
-        f()?;
+        let v = f()?;
         times.push(t.elapsed());
-    }
-    times.sort();
-    Ok(Timing { median: times[times.len() / 2], runs: times.len() })
-}
-
-/// Times `main` of `src` under both engines. Must run on a big stack (`frontend::with_big_stack`).
-pub fn bench(src: &str) -> Result<Report, Diagnostic> {
-    let (_, mono) = crate::prepare(src, "main")?;
-    let value = crate::interp::run(&mono)?;
-    let interp = time_runs(|| crate::interp::run(&mono).map(|_| ()))?;
-    let jit = match lower::unsupported(&mono) {
-        Some(u) => Err(format!("{} is not compiled yet", u.what)),
-        None => Ok(()),
-    };
-    let (compile, jit) = match jit {
-        Err(e) => (None, Err(e)),
-        Ok(()) => {
-            let compile_time = time_runs(|| compile(src).map(|_| ()))?;
-            let machine = compile(src)?;
-            let mut ctx = CallCtx::new(DEFAULT_ARENA_LIMIT);
-            let compiled_value = machine.run_main(&mut ctx)?;
-            if compiled_value.to_string() != value.to_string() {
-                return Err(Diagnostic::error(
-                    root_span(&mono),
-                    format!("internal: the engines disagree: interpreter {value}, JIT {compiled_value}"),
-                ));
-            }
-            let timing = time_runs(|| {
-                ctx.reset();
-                machine.run_main(&mut ctx).map(|_| ())
-            })?;
-            (Some(compile_time.median), Ok(timing))
+        first.get_or_insert(v);
+        let elapsed = start.elapsed();
+        let more = match options.runs {
+            Some(n) => times.len() < n,
+            None => times.len() < MIN_RUNS || (elapsed < TARGET && times.len() < MAX_RUNS),
+        };
+        if !more {
+            break false;
+        }
+        if elapsed >= options.budget {
+            break times.len() < wanted;
         }
     };
-    Ok(Report { value: value.to_string(), compile, interp, jit })
+    times.sort();
+    let timing = Timing { median: times[times.len() / 2], runs: times.len(), cut };
+    Ok((timing, first.expect("at least one run")))
+}
+
+/// Times `main` of `src` under the engines `options` names. Must run on a big stack
+/// (`frontend::with_big_stack`).
+pub fn bench(src: &str, options: &Options) -> Result<Report, Diagnostic> {
+    let (_, mono) = crate::prepare(src, "main")?;
+    let mut value: Option<Value> = None;
+    let interp = if options.engines != Engines::Jit {
+        let (timing, v) = time_runs(options, || crate::interp::run(&mono))?;
+        value = Some(v);
+        Some(timing)
+    } else {
+        None
+    };
+    let jit = match (options.engines, lower::unsupported(&mono)) {
+        (Engines::Interp, _) => None,
+        (_, Some(u)) => Some(Err(format!("{} is not compiled yet", u.what))),
+        (_, None) => Some(Ok(())),
+    };
+    let (compile, jit) = match jit {
+        None => (None, None),
+        Some(Err(e)) => (None, Some(Err(e))),
+        Some(Ok(())) => {
+            let (compile_time, machine) = time_runs(options, || compile(src))?;
+            let mut ctx = CallCtx::new(DEFAULT_ARENA_LIMIT);
+            let (timing, compiled_value) = time_runs(options, || {
+                ctx.reset();
+                machine.run_main(&mut ctx)
+            })?;
+            match &value {
+                Some(v) if v.to_string() != compiled_value.to_string() => {
+                    return Err(Diagnostic::error(
+                        root_span(&mono),
+                        format!("internal: the engines disagree: interpreter {v}, JIT {compiled_value}"),
+                    ))
+                }
+                Some(_) => {}
+                None => value = Some(compiled_value),
+            }
+            (Some(compile_time.median), Some(Ok(timing)))
+        }
+    };
+    // Only the interpreter can run a program the JIT does not compile.
+    let value = match value {
+        Some(v) => v,
+        None => crate::interp::run(&mono)?,
+    };
+    Ok(Report { value: value.to_string(), compile, interp, jit, budget: options.budget })
 }
 
 /// Source to machine code, as a user waits for it before the first call.
@@ -100,20 +169,37 @@ fn human(d: Duration) -> String {
     }
 }
 
+impl Report {
+    fn timing(&self, f: &mut fmt::Formatter<'_>, name: &str, t: &Timing) -> fmt::Result {
+        let runs = if t.runs == 1 { "1 run".to_string() } else { format!("{} runs", t.runs) };
+        write!(f, "{name} median {:>12} over {runs}", human(t.median))?;
+        if t.cut {
+            write!(f, " (stopped by the {} budget; --budget SECONDS)", human(self.budget))?;
+        }
+        writeln!(f)
+    }
+}
+
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "main = {}", self.value)?;
-        writeln!(f, "interpreter  median {:>12} over {} runs", human(self.interp.median), self.interp.runs)?;
+        if let Some(t) = &self.interp {
+            self.timing(f, "interpreter ", t)?;
+        }
         match &self.jit {
-            Ok(t) => {
-                writeln!(f, "JIT          median {:>12} over {} runs", human(t.median), t.runs)?;
+            None => Ok(()),
+            Some(Ok(t)) => {
+                self.timing(f, "JIT         ", t)?;
                 if let Some(c) = self.compile {
                     writeln!(f, "compile      median {:>12} (source to machine code)", human(c))?;
                 }
-                let ratio = self.interp.median.as_secs_f64() / t.median.as_secs_f64().max(1e-12);
-                writeln!(f, "JIT speed-up {ratio:.1}x (ratio of medians, one run)")
+                if let Some(i) = &self.interp {
+                    let ratio = i.median.as_secs_f64() / t.median.as_secs_f64().max(1e-12);
+                    writeln!(f, "JIT speed-up {ratio:.1}x (ratio of medians, one run)")?;
+                }
+                Ok(())
             }
-            Err(why) => writeln!(f, "JIT          not timed: {why}"),
+            Some(Err(why)) => writeln!(f, "JIT          not timed: {why}"),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The `nabla` command line (LANGUAGE.md §8). It is the only place that reads files and renders
+//! The `nabla` command line (docs/language.md §8). It is the only place that reads files and renders
 //! diagnostics. Exit status: 0 success, 1 an error in the program or its data, 2 a usage error.
 
 mod ilc_cli;
@@ -15,7 +15,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use codespan_reporting::diagnostic::{Diagnostic as Report, Label};
-use codespan_reporting::files::SimpleFile;
+use codespan_reporting::files::{self, Files, SimpleFile};
 use codespan_reporting::term::{self, Chars, Config};
 use frontend::Diagnostic;
 
@@ -28,14 +28,79 @@ commands:
   anf FILE [DEF]        print the A-normal let-series of each definition (or DEF)
   ir FILE [DEF] [--raw] print the first-order SSA IR of `main` (or DEF) as the JIT compiles it
                         (after inlining and clean-up; --raw: as lowering made it)
-  trace FILE            print `main`'s reduction sequence, one step a line with its rule
+  trace FILE [--max-steps N]
+                        print `main`'s reduction sequence, one step a line with its rule
   derive FILE DEF       print DEF's derivative (ILC) and whether it is self-maintainable
   incr FILE DEF --input F --changes F
                         keep DEF's output up to date under a stream of input changes
-  bench FILE            time `main` under the JIT and the interpreter, side by side
+  bench FILE [--runs N] [--engine jit|interp|both] [--budget SECONDS]
+                        time `main` under the JIT and the interpreter, side by side
   repl                  read-eval-print loop
   help                  print this message
+
+options: -h, --help (here or after any command: that command's options), -V, --version
 ";
+
+/// Each command's own help (`nabla COMMAND --help`); its first line is its usage.
+const COMMAND_HELP: &[(&str, &str)] = &[
+    (
+        "run",
+        "usage: nabla run FILE [--interp]\n\n\
+         Evaluates `main` and prints its value. Compiled by the JIT unless the program uses a construct\n\
+         the compiler does not handle yet (then the interpreter runs it, with a note).\n\n\
+         options:\n  \
+         --interp  use the reference interpreter\n",
+    ),
+    ("check", "usage: nabla check FILE\n\nPrints each definition's inferred type, `name : type`, one a line.\n"),
+    (
+        "anf",
+        "usage: nabla anf FILE [DEF]\n\nPrints each definition (or DEF) as an A-normal let-series, in the \
+         paper's notation.\n",
+    ),
+    (
+        "ir",
+        "usage: nabla ir FILE [DEF] [--raw]\n\nPrints the first-order SSA IR of `main` (or DEF) as the JIT \
+         compiles it.\n\noptions:\n  --raw  as lowering made it, before inlining and clean-up\n",
+    ),
+    (
+        "trace",
+        "usage: nabla trace FILE [--max-steps N]\n\n\
+         Prints `main`'s reduction sequence under the paper's strategy, one step a line with its rule.\n\n\
+         options:\n  \
+         --max-steps N  stop after N printed steps with a summary line (default 10000; 0: no bound)\n",
+    ),
+    (
+        "derive",
+        "usage: nabla derive FILE DEF\n\nPrints Derive(DEF) after simplification, and whether it is \
+         self-maintainable.\n",
+    ),
+    (
+        "incr",
+        "usage: nabla incr FILE DEF --input F --changes F\n\n\
+         Prints DEF's output on the input in F, then the output after each change (one literal a line).\n",
+    ),
+    (
+        "bench",
+        "usage: nabla bench FILE [--runs N] [--engine jit|interp|both] [--budget SECONDS]\n\n\
+         Times `main` under the JIT and the interpreter, side by side, and checks that they agree.\n\n\
+         options:\n  \
+         --runs N          time N runs of each engine (default: as many as fit in about a second, 3 to 1000)\n  \
+         --engine E        jit, interp or both (default both)\n  \
+         --budget SECONDS  stop timing an engine once its runs took this long, after at least one run\n                    \
+         (default 10): a slow interpreter is timed once, not three times\n",
+    ),
+    (
+        "repl",
+        "usage: nabla repl\n\nA read-eval-print loop (:help inside lists its commands). History is kept in\n\
+         $NABLA_HISTORY, or else ~/.nabla_history.\n",
+    ),
+    ("help", "usage: nabla help [COMMAND]\n\nPrints the list of commands, or COMMAND's options.\n"),
+];
+
+/// The help of `cmd`, when it is a command.
+fn command_help(cmd: &str) -> Option<&'static str> {
+    COMMAND_HELP.iter().find(|(c, _)| *c == cmd).map(|(_, h)| *h)
+}
 
 /// A failure of the command: a located program error, or a usage error.
 enum Failure {
@@ -52,6 +117,8 @@ enum Failure {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // A usage error shows the usage of the command it is about, when that is a command.
+    let help = args.first().and_then(|c| command_help(c)).unwrap_or(USAGE);
     let result = frontend::with_big_stack(move || dispatch(&args));
     match result {
         Ok(out) => {
@@ -74,7 +141,7 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
         Err(Failure::Usage(msg)) => {
-            to_stderr(&format!("error: {msg}\n\n{USAGE}\n"));
+            to_stderr(&format!("error: {msg}\n\n{help}\n"));
             ExitCode::from(2)
         }
     }
@@ -88,53 +155,125 @@ pub(crate) fn to_stderr(text: &str) {
 fn dispatch(args: &[String]) -> Result<String, Failure> {
     let Some(cmd) = args.first() else { return Err(Failure::Usage("no command given".into())) };
     let rest = &args[1..];
+    if let Some(help) = command_help(cmd).filter(|_| rest.iter().any(|a| a == "--help" || a == "-h")) {
+        return Ok(help.to_string());
+    }
     match cmd.as_str() {
-        "run" => {
-            let (file, flags) = file_and_flags(rest, &["--interp"])?;
-            let src = read(&file)?;
-            let on_file = |d: Diagnostic| Failure::Program { path: file.clone(), src: src.clone(), diag: d };
-            let (_, mono) = runtime::prepare(&src, "main").map_err(on_file)?;
-            let v = if flags.contains(&"--interp".to_string()) {
-                runtime::interp::run(&mono).map_err(on_file)?
-            } else {
-                jit_cli::run(&mono).map_err(on_file)?
-            };
-            Ok(format!("{v}\n"))
-        }
-        "check" => {
-            let (file, _) = file_and_flags(rest, &[])?;
-            let src = read(&file)?;
-            let program = frontend::check_source(&src).map_err(|d| Failure::Program {
-                path: file.clone(),
-                src: src.clone(),
-                diag: d,
-            })?;
-            Ok(frontend::signatures(&program))
-        }
-        "bench" => {
-            let (file, _) = file_and_flags(rest, &[])?;
-            let src = read(&file)?;
-            let report = runtime::bench::bench(&src).map_err(|d| Failure::Program {
-                path: file.clone(),
-                src: src.clone(),
-                diag: d,
-            })?;
-            Ok(report.to_string())
-        }
+        "run" => run(rest),
+        "check" => check(rest),
+        "bench" => bench(rest),
         "anf" => pullback_cli::anf(rest),
         "ir" => jit_cli::ir(rest),
         "trace" => pullback_cli::trace(rest),
         "derive" => ilc_cli::derive(rest),
         "incr" => ilc_cli::incr(rest),
-        "repl" => {
-            if !rest.is_empty() {
-                return Err(Failure::Usage("`repl` takes no arguments".into()));
-            }
-            repl::run(&render).map_err(Failure::Plain)?;
-            Ok(String::new())
-        }
-        "help" | "--help" | "-h" => Ok(USAGE.to_string()),
+        "repl" => repl(rest),
+        "help" => help(rest),
+        "--help" | "-h" => help(rest),
+        "--version" | "-V" => Ok(format!("nabla {}\n", env!("CARGO_PKG_VERSION"))),
         other => Err(Failure::Usage(format!("unknown command `{other}`"))),
+    }
+}
+
+/// `nabla help [COMMAND]`.
+fn help(args: &[String]) -> Result<String, Failure> {
+    match args {
+        [] => Ok(USAGE.to_string()),
+        [cmd] => {
+            command_help(cmd).map(str::to_string).ok_or_else(|| Failure::Usage(format!("unknown command `{cmd}`")))
+        }
+        _ => Err(Failure::Usage("usage: nabla help [COMMAND]".into())),
+    }
+}
+
+/// `nabla run FILE [--interp]`.
+fn run(args: &[String]) -> Result<String, Failure> {
+    let (file, flags) = file_and_flags(args, &["--interp"])?;
+    let src = read(&file)?;
+    let on_file = |d: Diagnostic| Failure::Program { path: file.clone(), src: src.clone(), diag: d };
+    let (_, mono) = runtime::prepare(&src, "main").map_err(on_file)?;
+    let v = if flags.contains(&"--interp".to_string()) {
+        runtime::interp::run(&mono).map_err(on_file)?
+    } else {
+        jit_cli::run(&mono).map_err(on_file)?
+    };
+    Ok(format!("{v}\n"))
+}
+
+/// `nabla check FILE`.
+fn check(args: &[String]) -> Result<String, Failure> {
+    let (file, _) = file_and_flags(args, &[])?;
+    let src = read(&file)?;
+    let program =
+        frontend::check_source(&src).map_err(|d| Failure::Program { path: file.clone(), src: src.clone(), diag: d })?;
+    Ok(frontend::signatures(&program))
+}
+
+/// `nabla bench FILE [--runs N] [--engine jit|interp|both] [--budget SECONDS]`.
+fn bench(args: &[String]) -> Result<String, Failure> {
+    let mut options = runtime::bench::Options::default();
+    let mut file = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--runs" => {
+                let n = option_value(a, it.next())?;
+                match n.parse::<usize>() {
+                    Ok(n) if n >= 1 => options.runs = Some(n),
+                    _ => {
+                        return Err(Failure::Usage(format!(
+                            "`--runs` needs a whole number of runs, at least 1, not `{n}`"
+                        )))
+                    }
+                }
+            }
+            "--engine" => {
+                let e = option_value(a, it.next())?;
+                options.engines = match e.as_str() {
+                    "jit" => runtime::bench::Engines::Jit,
+                    "interp" => runtime::bench::Engines::Interp,
+                    "both" => runtime::bench::Engines::Both,
+                    _ => return Err(Failure::Usage(format!("`--engine` is `jit`, `interp` or `both`, not `{e}`"))),
+                };
+            }
+            "--budget" => {
+                let s = option_value(a, it.next())?;
+                match s.parse::<f64>() {
+                    Ok(x) if x.is_finite() && x >= 0.0 && x < 1e9 => {
+                        options.budget = std::time::Duration::from_secs_f64(x)
+                    }
+                    _ => return Err(Failure::Usage(format!("`--budget` needs a number of seconds, not `{s}`"))),
+                }
+            }
+            s if s.starts_with('-') && s.len() > 1 => return Err(Failure::Usage(format!("unknown option `{s}`"))),
+            _ if file.is_none() => file = Some(a.clone()),
+            _ => return Err(Failure::Usage(format!("unexpected argument `{a}`"))),
+        }
+    }
+    let file = file.ok_or_else(|| Failure::Usage("missing FILE".into()))?;
+    let src = read(&file)?;
+    let report = runtime::bench::bench(&src, &options).map_err(|d| Failure::Program {
+        path: file.clone(),
+        src: src.clone(),
+        diag: d,
+    })?;
+    Ok(report.to_string())
+}
+
+/// `nabla repl`.
+fn repl(args: &[String]) -> Result<String, Failure> {
+    if !args.is_empty() {
+        return Err(Failure::Usage("`repl` takes no arguments".into()));
+    }
+    repl::run(&render).map_err(Failure::Plain)?;
+    Ok(String::new())
+}
+
+/// The value after an option that takes one.
+pub(crate) fn option_value(option: &str, value: Option<&String>) -> Result<String, Failure> {
+    match value {
+        Some(v) if !v.starts_with("--") => Ok(v.clone()),
+        _ => Err(Failure::Usage(format!("`{option}` needs a value"))),
     }
 }
 
@@ -183,19 +322,135 @@ fn read(path: &str) -> Result<String, Failure> {
     }
 }
 
-/// `error: MESSAGE`, `--> FILE:LINE:COL`, the source line with a caret (LANGUAGE.md §8).
+/// `error: MESSAGE`, `--> FILE:LINE:COL`, the source line with a caret (docs/language.md §8). A
+/// line longer than `WINDOW` characters is shown as a window around the first place a label points
+/// at, `...` marking what is left out; the location stays that of the whole file.
 fn render(path: &str, src: &str, d: &Diagnostic) -> String {
-    let file = SimpleFile::new(path, src);
     let clamp = |s: frontend::Span| {
-        let lo = (s.lo as usize).min(src.len());
-        let hi = (s.hi as usize).clamp(lo, src.len());
+        let lo = floor_char(src, (s.lo as usize).min(src.len()));
+        let hi = floor_char(src, (s.hi as usize).clamp(lo, src.len()));
         lo..hi
     };
-    let mut labels = vec![Label::primary((), clamp(d.span))];
-    for (s, text) in &d.labels {
-        labels.push(Label::secondary((), clamp(*s)).with_message(text.clone()));
+    let mut spans = vec![clamp(d.span)];
+    spans.extend(d.labels.iter().map(|(s, _)| clamp(*s)));
+    let shown = Windowed::new(path, src, &spans);
+    let mut labels = vec![Label::primary((), shown.map_range(&spans[0]))];
+    for ((_, text), span) in d.labels.iter().zip(&spans[1..]) {
+        labels.push(Label::secondary((), shown.map_range(span)).with_message(text.clone()));
     }
     let report = Report::error().with_message(d.message.clone()).with_labels(labels).with_notes(d.notes.clone());
     let config = Config { chars: Chars::ascii(), ..Config::default() };
-    term::emit_into_string(&config, &file, &report).unwrap_or_else(|_| format!("error: {}\n", d.message))
+    term::emit_into_string(&config, &shown, &report).unwrap_or_else(|_| format!("error: {}\n", d.message))
+}
+
+/// Lines longer than this many bytes are shown as a window of about this width.
+const WINDOW: usize = 160;
+
+/// The largest char boundary at or before `i`.
+fn floor_char(s: &str, mut i: usize) -> usize {
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// The source with each long line cut to a window, as codespan sees it: the text it prints is the
+/// cut one, the locations it prints (`location`) are those of the original.
+struct Windowed<'a> {
+    inner: SimpleFile<&'a str, String>,
+    original: &'a str,
+    /// Pieces kept: (start in the shown text, start in the original, length), in order.
+    pieces: Vec<(usize, usize, usize)>,
+}
+
+impl<'a> Windowed<'a> {
+    fn new(path: &'a str, src: &'a str, spans: &[std::ops::Range<usize>]) -> Windowed<'a> {
+        let mut shown = String::new();
+        let mut pieces = Vec::new();
+        let mut at = 0;
+        for line in src.split_inclusive('\n') {
+            let (lo, hi) = (at, at + line.len());
+            at = hi;
+            if line.len() <= WINDOW {
+                pieces.push((shown.len(), lo, line.len()));
+                shown.push_str(line);
+                continue;
+            }
+            // Centre on the first span starting on this line, else on the first ending on it.
+            let focus = spans
+                .iter()
+                .map(|r| r.start)
+                .find(|&p| (lo..hi).contains(&p))
+                .or_else(|| spans.iter().map(|r| r.end).find(|&p| (lo..=hi).contains(&p)))
+                .unwrap_or(lo);
+            let start = floor_char(src, focus.saturating_sub(WINDOW / 3).max(lo));
+            let mut end = floor_char(src, (start + WINDOW).min(hi));
+            if end <= focus && focus < hi {
+                end = floor_char(src, (focus + 1).min(hi)).max(focus);
+            }
+            if start > lo {
+                shown.push_str("...");
+            }
+            pieces.push((shown.len(), start, end - start));
+            shown.push_str(src[start..end].trim_end_matches(['\n', '\r']));
+            if end < hi && !src[end..hi].trim_end_matches(['\n', '\r']).is_empty() {
+                shown.push_str("...");
+            }
+            if line.ends_with('\n') {
+                shown.push('\n');
+            }
+        }
+        Windowed { inner: SimpleFile::new(path, shown), original: src, pieces }
+    }
+
+    /// A position in the original as a position in the shown text (clamped into its window).
+    fn map(&self, p: usize) -> usize {
+        let i = self.pieces.partition_point(|&(_, orig, _)| orig <= p).saturating_sub(1);
+        match self.pieces.get(i) {
+            Some(&(shown, orig, len)) if p >= orig => shown + (p - orig).min(len),
+            _ => 0,
+        }
+    }
+
+    fn map_range(&self, r: &std::ops::Range<usize>) -> std::ops::Range<usize> {
+        let lo = self.map(r.start);
+        lo..self.map(r.end).max(lo)
+    }
+
+    /// A position in the shown text as a position in the original.
+    fn unmap(&self, p: usize) -> usize {
+        let i = self.pieces.partition_point(|&(shown, _, _)| shown <= p).saturating_sub(1);
+        match self.pieces.get(i) {
+            Some(&(shown, orig, len)) if p >= shown => orig + (p - shown).min(len),
+            _ => 0,
+        }
+    }
+}
+
+impl<'a> Files<'a> for Windowed<'a> {
+    type FileId = ();
+    type Name = &'a str;
+    type Source = &'a str;
+
+    fn name(&'a self, _: ()) -> Result<&'a str, files::Error> {
+        Ok(self.inner.name())
+    }
+    fn source(&'a self, _: ()) -> Result<&'a str, files::Error> {
+        Ok(self.inner.source())
+    }
+    fn line_index(&'a self, id: (), byte_index: usize) -> Result<usize, files::Error> {
+        self.inner.line_index(id, byte_index)
+    }
+    fn line_range(&'a self, id: (), line_index: usize) -> Result<std::ops::Range<usize>, files::Error> {
+        self.inner.line_range(id, line_index)
+    }
+    fn location(&'a self, _: (), byte_index: usize) -> Result<files::Location, files::Error> {
+        let p = floor_char(self.original, self.unmap(byte_index).min(self.original.len()));
+        let before = &self.original[..p];
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        Ok(files::Location {
+            line_number: before.matches('\n').count() + 1,
+            column_number: before[line_start..].chars().count() + 1,
+        })
+    }
 }

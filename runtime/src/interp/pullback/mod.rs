@@ -144,7 +144,14 @@ pub fn trace(program: &MonoProgram, config: &Config) -> Result<String, Diagnosti
     red.trace_start(&main.body);
     let result = red.eval(&main.body);
     let steps = red.traced_steps();
+    let cut = red.trace_cut();
     let mut lines = red.take_trace();
+    if cut {
+        lines.push(format!(
+            "-- cut after {steps} steps: the reduction goes on (--max-steps N shows more, --max-steps 0 all)"
+        ));
+        return Ok(lines.into_iter().map(|l| l + "\n").collect());
+    }
     result?;
     lines.push(format!("-- {steps} steps"));
     Ok(lines.into_iter().map(|l| l + "\n").collect())

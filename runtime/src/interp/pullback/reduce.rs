@@ -46,11 +46,14 @@ pub struct Config {
     pub trace: bool,
     /// Terms printed wider than this are abbreviated in the trace.
     pub width: usize,
+    /// The most steps the trace records; the reduction stops at the next one (`nabla trace
+    /// --max-steps`). `None`: no bound.
+    pub max_steps: Option<usize>,
 }
 
 impl Default for Config {
     fn default() -> Config {
-        Config { budget: DEFAULT_BUDGET, trace: false, width: 1000 }
+        Config { budget: DEFAULT_BUDGET, trace: false, width: 1000, max_steps: None }
     }
 }
 
@@ -92,6 +95,9 @@ struct Trace {
     frames: Vec<(E, usize)>,
     depth: usize,
     width: usize,
+    max_steps: Option<usize>,
+    /// The trace reached `max_steps` and the reduction was stopped.
+    cut: bool,
 }
 
 impl<'a, 'p> Reducer<'a, 'p> {
@@ -103,6 +109,8 @@ impl<'a, 'p> Reducer<'a, 'p> {
             frames: Vec::new(),
             depth: 0,
             width: config.width,
+            max_steps: config.max_steps,
+            cut: false,
         });
         Reducer {
             it,
@@ -137,6 +145,11 @@ impl<'a, 'p> Reducer<'a, 'p> {
     fn error_at(&self, e: &E, msg: String) -> Diagnostic {
         let span = if e.span == Span::SYNTHETIC || e.span == CHAIN { self.span } else { e.span };
         Diagnostic::error(span, msg)
+    }
+
+    /// Whether the trace reached its bound and the reduction was stopped there.
+    pub fn trace_cut(&self) -> bool {
+        self.trace.as_ref().is_some_and(|t| t.cut)
     }
 
     /// The recorded trace lines.
@@ -177,7 +190,11 @@ impl<'a, 'p> Reducer<'a, 'p> {
             )));
         }
         if self.tracing() {
-            let tr = self.trace.as_ref().expect("tracing");
+            let tr = self.trace.as_mut().expect("tracing");
+            if tr.max_steps.is_some_and(|m| tr.steps >= m) {
+                tr.cut = true;
+                return Err(self.error("the trace reached its bound (--max-steps)"));
+            }
             let mut whole = new.clone();
             for (parent, i) in tr.frames.iter().rev() {
                 whole = with_child(parent, *i, &whole);
