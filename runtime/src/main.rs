@@ -1,6 +1,7 @@
 //! The `nabla` command line (LANGUAGE.md §8). It is the only place that reads files and renders
 //! diagnostics. Exit status: 0 success, 1 an error in the program or its data, 2 a usage error.
 
+mod gradbench_cli;
 mod ilc_cli;
 mod jit_cli;
 mod pullback_cli;
@@ -28,6 +29,7 @@ commands:
   incr FILE DEF --input F --changes F
                         keep DEF's output up to date under a stream of input changes
   bench FILE            time `main` under the JIT and the interpreter, side by side
+  gradbench             act as a GradBench tool: JSON messages on stdin, answers on stdout
   repl                  read-eval-print loop
   help                  print this message
 ";
@@ -120,6 +122,7 @@ fn dispatch(args: &[String]) -> Result<String, Failure> {
         "ir" => jit_cli::ir(rest),
         "trace" => pullback_cli::trace(rest),
         "derive" => ilc_cli::derive(rest),
+        "gradbench" => gradbench_cli::run(rest),
         "incr" => ilc_cli::incr(rest),
         "repl" => {
             if !rest.is_empty() {
