@@ -55,6 +55,9 @@ use crate::engine::{root_span, to_value, Layout, Machine};
 use crate::native::{CallCtx, DEFAULT_ARENA_LIMIT};
 use crate::value::Value;
 
+mod function;
+pub use function::{Backend, Function};
+
 /// Stack compiled code may use below the caller of [`Compiled::call`]: closures nested deeper (only
 /// closures that build closures at run time nest without a bound) are the error "evaluation nested
 /// too deeply", never a stack overflow.
@@ -69,15 +72,21 @@ pub enum Arg<'a> {
     Bool(bool),
     /// An `Array Real`.
     Reals(&'a [f64]),
+    /// Any data value (arrays of arrays, arrays of tuples, `Array Int`, …) for a parameter leaf
+    /// of that type; checked against the parameter's type before the call.
+    Value(&'a Value),
 }
 
 /// What a parameter leaf accepts.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 enum Leaf {
     Real,
     Int,
     Bool,
     Reals,
+    /// Any other data type: an array whose elements are not `Real` (arrays of arrays, of
+    /// tuples, of `Int`s), written into reused buffers from an [`Arg::Value`].
+    Data(Layout),
 }
 
 /// A definition compiled once, callable many times.
@@ -95,6 +104,9 @@ pub struct Compiled {
     rets: Vec<Word>,
     /// One reused `[len, elements…]` buffer per array parameter.
     arrays: Vec<Vec<u64>>,
+    /// Reused `[len, elements…]` buffers for the arrays of [`Arg::Value`] arguments (one per
+    /// array, inner arrays included), taken in order by each call.
+    nested: Vec<Vec<u64>>,
 }
 
 /// What compiling needs from the front end, in a form that crosses threads.
@@ -139,6 +151,7 @@ impl Compiled {
             args: vec![Word(0); n_args],
             rets: vec![Word(0); n_rets],
             arrays: vec![Vec::new(); n_arrays],
+            nested: Vec::new(),
         })
     }
 
@@ -185,6 +198,7 @@ impl Compiled {
         self.args[0] = self.closure[0];
         self.args[1] = self.closure[1];
         let mut array = 0;
+        let mut nested = 0;
         for (i, (leaf, arg)) in self.leaves.iter().zip(args).enumerate() {
             self.args[2 + i] = match (leaf, arg) {
                 (Leaf::Real, Arg::Real(x)) => Word::from_f64(*x),
@@ -197,6 +211,16 @@ impl Compiled {
                     buf.push(xs.len() as u64);
                     buf.extend(xs.iter().map(|x| x.to_bits()));
                     Word::from_ptr(buf.as_ptr())
+                }
+                (Leaf::Real | Leaf::Int | Leaf::Bool | Leaf::Reals | Leaf::Data(_), Arg::Value(v)) => {
+                    let layout = leaf.layout();
+                    let mut words = Vec::with_capacity(1);
+                    encode(&layout, v, &mut words, &mut self.nested, &mut nested)
+                        .map_err(|why| self.usage(&format!("argument {} {why}", i + 1)))?;
+                    match words.as_slice() {
+                        [w] => Word(*w),
+                        _ => return Err(self.usage(&format!("argument {} is not one word", i + 1))),
+                    }
                 }
                 (leaf, arg) => {
                     return Err(self.usage(&format!("argument {} is {arg:?}, but the parameter is {leaf:?}", i + 1)))
@@ -275,8 +299,69 @@ fn data_leaves(t: &Type, out: &mut Vec<Leaf>) -> bool {
         Type::Bool => out.push(Leaf::Bool),
         Type::Unit => {}
         Type::Array(e) if **e == Type::Real => out.push(Leaf::Reals),
+        Type::Array(e) if is_plain_data(e) => out.push(Leaf::Data(Layout::of(t))),
         Type::Tuple(ts) => return ts.iter().all(|t| data_leaves(t, out)),
         _ => return false,
     }
     true
+}
+
+/// Real, Int, Bool, Unit, and arrays and tuples of them: what [`encode`] writes.
+pub(crate) fn is_plain_data(t: &Type) -> bool {
+    match t {
+        Type::Real | Type::Int | Type::Bool | Type::Unit => true,
+        Type::Array(e) => is_plain_data(e),
+        Type::Tuple(ts) => ts.iter().all(is_plain_data),
+        _ => false,
+    }
+}
+
+impl Leaf {
+    fn layout(&self) -> Layout {
+        match self {
+            Leaf::Real => Layout::Real,
+            Leaf::Int => Layout::Int,
+            Leaf::Bool => Layout::Bool,
+            Leaf::Reals => Layout::Array(Box::new(Layout::Real)),
+            Leaf::Data(l) => l.clone(),
+        }
+    }
+}
+
+/// Writes `v` as words of layout `l` (`ir::layout`) onto `out`: scalars as one word, tuples
+/// component by component, arrays as a pointer to a `[len, element words…]` buffer taken from
+/// `pool` at index `*next` (reused across calls; its heap block does not move once filled).
+/// A value that does not have the layout is an error naming what was expected.
+fn encode(l: &Layout, v: &Value, out: &mut Vec<u64>, pool: &mut Vec<Vec<u64>>, next: &mut usize) -> Result<(), String> {
+    match (l, v) {
+        (Layout::Real, Value::Real(x)) => out.push(x.to_bits()),
+        (Layout::Int, Value::Int(n)) => out.push(*n as u64),
+        (Layout::Bool, Value::Bool(b)) => out.push(Word::from_bool(*b).0),
+        (Layout::Unit, Value::Unit) => {}
+        (Layout::Tuple(ls), Value::Tuple(vs)) if ls.len() == vs.len() => {
+            for (l, v) in ls.iter().zip(vs.iter()) {
+                encode(l, v, out, pool, next)?;
+            }
+        }
+        (Layout::Array(e), Value::Array(vs)) => {
+            if vs.len() as i64 > crate::interp::MAX_ARRAY_LEN {
+                return Err(format!("has {} elements, more than an array may hold", vs.len()));
+            }
+            let i = *next;
+            *next += 1;
+            if pool.len() <= i {
+                pool.resize_with(i + 1, Vec::new);
+            }
+            let mut buf = std::mem::take(&mut pool[i]);
+            buf.clear();
+            buf.reserve(1 + vs.len() * e.words());
+            buf.push(vs.len() as u64);
+            let r = vs.iter().try_for_each(|v| encode(e, v, &mut buf, pool, next));
+            out.push(buf.as_ptr() as u64);
+            pool[i] = buf;
+            r?;
+        }
+        (l, v) => return Err(format!("is {}, which is not a value of layout {l:?}", function::describe(v))),
+    }
+    Ok(())
 }

@@ -4,6 +4,7 @@
 pub mod api;
 pub mod bench;
 pub mod engine;
+pub mod gradbench;
 pub mod incr;
 pub mod interp;
 pub mod native;

@@ -1,6 +1,7 @@
 //! The `nabla` command line (docs/language.md §8). It is the only place that reads files and renders
 //! diagnostics. Exit status: 0 success, 1 an error in the program or its data, 2 a usage error.
 
+mod gradbench_cli;
 mod ilc_cli;
 mod jit_cli;
 mod pullback_cli;
@@ -35,6 +36,7 @@ commands:
                         keep DEF's output up to date under a stream of input changes
   bench FILE [--runs N] [--engine jit|interp|both] [--budget SECONDS]
                         time `main` under the JIT and the interpreter, side by side
+  gradbench             act as a GradBench tool: JSON messages on stdin, answers on stdout
   repl                  read-eval-print loop
   help                  print this message
 
@@ -88,6 +90,11 @@ const COMMAND_HELP: &[(&str, &str)] = &[
          --engine E        jit, interp or both (default both)\n  \
          --budget SECONDS  stop timing an engine once its runs took this long, after at least one run\n                    \
          (default 10): a slow interpreter is timed once, not three times\n",
+    ),
+    (
+        "gradbench",
+        "usage: nabla gradbench\n\nActs as a GradBench tool: reads one JSON message a line on stdin and answers \
+         each on stdout\n(docs/gradbench.md).\n",
     ),
     (
         "repl",
@@ -166,6 +173,7 @@ fn dispatch(args: &[String]) -> Result<String, Failure> {
         "ir" => jit_cli::ir(rest),
         "trace" => pullback_cli::trace(rest),
         "derive" => ilc_cli::derive(rest),
+        "gradbench" => gradbench_cli::run(rest),
         "incr" => ilc_cli::incr(rest),
         "repl" => repl(rest),
         "help" => help(rest),

@@ -1,0 +1,195 @@
+//! [`Function`]: a definition prepared once and called many times with data values — any mix of
+//! `Real`, `Int`, `Bool`, arrays (of arrays, of tuples, …) and tuples — whichever engine runs it.
+//!
+//! A definition the compiler handles is JIT-compiled once and each call runs native code through
+//! [`Compiled`] (arguments written into reused buffers). A definition using a construct the
+//! compiler does not handle yet ([`anf::lower::unsupported`]: today reverse mode — `grad`, `vjp`,
+//! `pullback` — and `derive`) is evaluated by the reference interpreter, from the program
+//! type-checked and monomorphised once; [`Function::note`] says so. The choice is made by the
+//! same test `nabla run` uses, so when the compiler learns a construct, definitions using it move
+//! to native code with no change for callers.
+//!
+//! ```
+//! use runtime::api::{Backend, Function};
+//! use runtime::value::Value;
+//! use std::rc::Rc;
+//!
+//! let src = "
+//! def rowsums (m : Array (Array Real)) = map sum m
+//! def sumsq (xs : Array Real) = sum (map (fun x -> x * x) xs)
+//! def twice (xs : Array Real) = grad sumsq xs
+//! ";
+//! let reals = |xs: &[f64]| Value::Array(Rc::new(xs.iter().map(|x| Value::Real(*x)).collect()));
+//! let m = Value::Array(Rc::new(vec![reals(&[1.0, 2.0]), reals(&[3.0])]));
+//! let mut rowsums = Function::new(src, "rowsums").unwrap();
+//! assert_eq!(rowsums.backend(), Backend::Compiled);
+//! assert_eq!(rowsums.call(&[m]).unwrap().to_string(), "[3.0, 3.0]");
+//!
+//! let mut twice = Function::new(src, "twice").unwrap();
+//! let g = twice.call(&[reals(&[1.0, -2.0])]).unwrap();
+//! assert_eq!(g.to_string(), "[2.0, -4.0]");
+//!
+//! // A value of the wrong shape is an error, not a crash.
+//! assert!(rowsums.call(&[reals(&[1.0])]).is_err());
+//! ```
+//!
+//! The interpreter path needs a thread with a big stack for deep evaluations
+//! ([`frontend::with_big_stack`], which `nabla` runs everything on).
+
+use anf::mono::MonoProgram;
+use frontend::types::Type;
+use frontend::{Diagnostic, Span};
+
+use super::{is_plain_data, split_params, Arg, Compiled};
+use crate::engine::root_span;
+use crate::interp::Interp;
+use crate::value::Value;
+
+/// Which engine runs a [`Function`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Native code from the JIT.
+    Compiled,
+    /// The reference interpreter (the definition uses a construct not compiled yet).
+    Interpreter,
+}
+
+/// A definition of data parameters returning data, prepared once, callable many times.
+pub struct Function {
+    name: String,
+    params: Vec<Type>,
+    result: Type,
+    run: Run,
+    note: Option<String>,
+}
+
+enum Run {
+    Native(Box<Compiled>),
+    Interp { mono: Box<MonoProgram>, span: Span },
+}
+
+impl Function {
+    /// Prepares definition `name` of `src`: a function whose curried parameters and result are
+    /// data (`Real`, `Int`, `Bool`, `Unit`, and arrays and tuples of them).
+    pub fn new(src: &str, name: &str) -> Result<Function, Diagnostic> {
+        let (program, mono) = crate::prepare(src, name)?;
+        let def_span = program.def(crate::find_def(&program, name)?).span;
+        let ty = mono.def(mono.root()).ty.clone();
+        let (params, result) = split_params(&ty);
+        if params.is_empty() {
+            return Err(Diagnostic::error(def_span, format!("`{name}` is not a function (its type is {ty})")));
+        }
+        if let Some(p) = params.iter().find(|p| !is_plain_data(p)) {
+            return Err(Diagnostic::error(
+                def_span,
+                format!("`{name}` has a parameter of type {p}; a Function takes Real, Int, Bool, arrays and tuples"),
+            ));
+        }
+        if !is_plain_data(&result) {
+            return Err(Diagnostic::error(def_span, format!("`{name}` returns {result}, which is not plain data")));
+        }
+        let (run, note) = match anf::lower::unsupported(&mono) {
+            Some(u) => {
+                let note = format!("{} is not compiled yet; evaluated by the reference interpreter", u.what);
+                let span = root_span(&mono);
+                (Run::Interp { mono: Box::new(mono), span }, Some(note))
+            }
+            None => (Run::Native(Box::new(Compiled::new(src, name)?)), None),
+        };
+        Ok(Function { name: name.to_string(), params, result, run, note })
+    }
+
+    /// The curried parameters' types, in order.
+    pub fn params(&self) -> &[Type] {
+        &self.params
+    }
+
+    /// The result's type.
+    pub fn result(&self) -> &Type {
+        &self.result
+    }
+
+    /// The engine that runs the calls.
+    pub fn backend(&self) -> Backend {
+        match self.run {
+            Run::Native(_) => Backend::Compiled,
+            Run::Interp { .. } => Backend::Interpreter,
+        }
+    }
+
+    /// Why the definition is interpreted, when it is.
+    pub fn note(&self) -> Option<&str> {
+        self.note.as_deref()
+    }
+
+    /// Calls the definition with one value per curried parameter (a tuple parameter takes a
+    /// `Value::Tuple`). Each argument is checked against its parameter's type first.
+    pub fn call(&mut self, args: &[Value]) -> Result<Value, Diagnostic> {
+        if args.len() != self.params.len() {
+            return Err(self.usage(&format!("it takes {} arguments, given {}", self.params.len(), args.len())));
+        }
+        for (i, (v, t)) in args.iter().zip(&self.params).enumerate() {
+            if !conforms(v, t) {
+                return Err(self.usage(&format!("argument {} is {}, but the parameter is {t}", i + 1, describe(v))));
+            }
+        }
+        match &mut self.run {
+            Run::Native(c) => {
+                let mut leaves = Vec::with_capacity(args.len());
+                for v in args {
+                    flatten(v, &mut leaves);
+                }
+                c.call(&leaves)
+            }
+            Run::Interp { mono, span } => {
+                let mut it = Interp::new(mono);
+                it.eval_globals()?;
+                let f = it.globals.last().cloned().unwrap_or(Value::Unit);
+                it.apply_n(&f, args.to_vec(), *span)
+            }
+        }
+    }
+
+    fn usage(&self, why: &str) -> Diagnostic {
+        Diagnostic::error(Span::SYNTHETIC, format!("cannot call `{}` this way: {why}", self.name))
+    }
+}
+
+/// The leaves [`Compiled`] takes for a data value: scalars as themselves, tuples component by
+/// component, arrays whole.
+fn flatten<'a>(v: &'a Value, out: &mut Vec<Arg<'a>>) {
+    match v {
+        Value::Real(x) => out.push(Arg::Real(*x)),
+        Value::Int(n) => out.push(Arg::Int(*n)),
+        Value::Bool(b) => out.push(Arg::Bool(*b)),
+        Value::Unit => {}
+        Value::Tuple(vs) => vs.iter().for_each(|v| flatten(v, out)),
+        v => out.push(Arg::Value(v)),
+    }
+}
+
+/// Whether data value `v` has type `t`.
+pub fn conforms(v: &Value, t: &Type) -> bool {
+    match (v, t) {
+        (Value::Real(_), Type::Real) | (Value::Int(_), Type::Int) | (Value::Bool(_), Type::Bool) => true,
+        (Value::Unit, Type::Unit) => true,
+        (Value::Tuple(vs), Type::Tuple(ts)) => {
+            vs.len() == ts.len() && vs.iter().zip(ts.iter()).all(|(v, t)| conforms(v, t))
+        }
+        (Value::Array(vs), Type::Array(e)) => vs.iter().all(|v| conforms(v, e)),
+        _ => false,
+    }
+}
+
+/// A short description of a value's shape for error messages (never the whole value).
+pub(crate) fn describe(v: &Value) -> String {
+    match v {
+        Value::Real(x) => format!("the Real {x:?}"),
+        Value::Int(n) => format!("the Int {n}"),
+        Value::Bool(b) => format!("the Bool {b}"),
+        Value::Unit => "()".to_string(),
+        Value::Tuple(vs) => format!("a tuple of {}", vs.len()),
+        Value::Array(vs) => format!("an array of length {}", vs.len()),
+        _ => "not plain data".to_string(),
+    }
+}
