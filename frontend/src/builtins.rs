@@ -54,6 +54,7 @@ builtins! {
     Sum = "sum" : "Array 'a -> 'a" ["a": NUM];
     Dot = "dot" : "Array 'a -> Array 'a -> 'a" ["a": NUM];
     Iterate = "iterate" : "Int -> ('a -> 'a) -> 'a -> 'a";
+    While = "while" : "('a -> Bool) -> ('a -> 'a) -> 'a -> 'a";
     // Duals and 1-forms.
     Star = "star" : "'a -> Dual 'a" ["a": FO];
     Unstar = "unstar" : "Dual 'a -> 'a" ["a": FO];

@@ -104,6 +104,7 @@ impl Lowerer<'_> {
             B::Sum => self.sum(&result, w(0)?)?,
             B::Dot => self.dot(&result, w(0)?, w(1)?, site)?,
             B::Iterate => self.iterate(&result, w(0)?, args[1].clone(), args[2].clone(), site)?,
+            B::While => self.while_(&result, args[0].clone(), args[1].clone(), args[2].clone(), site)?,
             B::IntGroup | B::RealGroup | B::BagGroup | B::EmptyBag | B::EmptyMap => self.builtin_value(b, ty)?,
             B::MapGroup => LVal::Word(self.group_record(GroupKind::Map, &[w(0)?])),
             B::PairGroup => LVal::Word(self.group_record(GroupKind::Pair, &[w(0)?, w(1)?])),
@@ -334,6 +335,26 @@ impl Lowerer<'_> {
             let r = l.apply(f.clone(), vec![(v, site)])?;
             l.materialize(&r)
         })?;
+        Self::from_slice(t, &out)
+    }
+
+    /// `while p f x`: `f` applied while `p` holds of the carried value, as a native loop (compacted
+    /// like `iterate`'s).
+    fn while_(&mut self, t: &Type, p: LVal, f: LVal, x: LVal, site: Site) -> R<LVal> {
+        let init = self.materialize(&x)?;
+        let out = self.compacting_while(
+            t,
+            init,
+            &mut |l, acc| {
+                let v = Self::from_slice(t, &acc)?;
+                l.apply(p.clone(), vec![(v, site)])?.word()
+            },
+            &mut |l, acc| {
+                let v = Self::from_slice(t, &acc)?;
+                let r = l.apply(f.clone(), vec![(v, site)])?;
+                l.materialize(&r)
+            },
+        )?;
         Self::from_slice(t, &out)
     }
 

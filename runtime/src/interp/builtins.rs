@@ -187,6 +187,18 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
             }
             acc
         }
+        B::While => {
+            // An unbounded loop; it keeps no stack, so only the predicate decides when it ends.
+            let mut acc = args[2].clone();
+            loop {
+                match it.apply(&args[0], acc.clone(), span)? {
+                    Value::Bool(true) => acc = it.apply(&args[1], acc, span)?,
+                    Value::Bool(false) => break,
+                    v => return Err(Diagnostic::error(span, format!("internal: while: predicate gave {v:?}"))),
+                }
+            }
+            acc
+        }
         B::Star | B::Unstar | B::Omega | B::Jac | B::Grad | B::Vjp | B::Jacobian => {
             return super::pullback::builtin(it, b, ty, args, span)
         }
