@@ -247,6 +247,7 @@ fn prepare(src: &str, name: &str) -> Result<Prepared, Diagnostic> {
     let id = crate::find_def(&program, name)?;
     let def_span = program.def(id).span;
     let mono = anf::mono::monomorphise(&program, id)?;
+    let mono = adjoint::incremental::expand(&mono)?;
     let span = root_span(&mono);
     let ty = mono.def(mono.root()).ty.clone();
     let (params, result) = split_params(&ty);

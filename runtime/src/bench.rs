@@ -150,6 +150,7 @@ pub fn bench(src: &str, options: &Options) -> Result<Report, Diagnostic> {
 /// Source to machine code, as a user waits for it before the first call.
 fn compile(src: &str) -> Result<Machine, Diagnostic> {
     let (_, mono): (_, MonoProgram) = crate::prepare(src, "main")?;
+    let mono = adjoint::incremental::expand(&mono)?;
     let span = root_span(&mono);
     let lowered = lower::lower(&mono, &LowerOptions::default())
         .map_err(|e| Diagnostic::error(span, format!("internal compiler error: {}", e.message)))?;

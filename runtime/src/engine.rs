@@ -3,8 +3,10 @@
 //! interpreter. Errors come back as the interpreter's diagnostics: each trap carries a site that
 //! lowering maps to the span the interpreter would report.
 //!
-//! Programs that use a construct the compiler does not handle yet (reverse mode, `derive`, `nil`,
-//! `<+>`/`<->` on functions; see [`anf::lower::unsupported`]) are evaluated by the reference
+//! ILC constructs that are not ordinary terms (`derive`, `nil` of functions, `<+>`/`<->` on
+//! functions) are rewritten first by [`adjoint::incremental::expand`]; derivative primitives and
+//! changes are compiled like everything else. Programs that use a construct the compiler does not
+//! handle yet (reverse mode; see [`anf::lower::unsupported`]) are evaluated by the reference
 //! interpreter instead, and [`Run::note`] says so.
 
 use std::rc::Rc;
@@ -44,6 +46,9 @@ pub fn run_in(mono: &MonoProgram, ctx: &mut CallCtx) -> Result<Run, Diagnostic> 
     if let Some(u) = lower::unsupported(mono) {
         return fallback(&u.what);
     }
+    // ILC's `derive`, function changes and `nil` of functions become ordinary terms.
+    let expanded = adjoint::incremental::expand(mono)?;
+    let mono = &expanded;
     let span = root_span(mono);
     let lowered = match lower::lower(mono, &LowerOptions::default()) {
         Ok(l) => l,
@@ -62,6 +67,8 @@ pub const BIG_STACK_BUDGET: usize = 64 << 20;
 /// The IR of `mono` as text (`nabla ir`): as the JIT compiles it after `anf::opt` when
 /// `optimized`, else as lowering made it.
 pub fn ir_text(mono: &MonoProgram, optimized: bool) -> Result<String, Diagnostic> {
+    let expanded = adjoint::incremental::expand(mono)?;
+    let mono = &expanded;
     let mut lowered = lower::lower(mono, &LowerOptions::default())
         .map_err(|e| Diagnostic::error(if e.unsupported { e.span } else { root_span(mono) }, e.message))?;
     if optimized {

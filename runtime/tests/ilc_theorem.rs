@@ -191,6 +191,30 @@ impl Case {
                 "Theorem 3.11 fails:\n  f (a <+> da)            = {lhs}\n  f a                     = {out}\n  (derive f) a da         = {dout}\n  f a <+> (derive f) a da = {rhs}"
             ));
         }
+        // Compiled: the same derivative through expand, lowering, opt and Cranelift.
+        let input_surface = self.input_ty.surface();
+        let compiled_src = format!(
+            "{}def a0 : {input_surface} =\n  {}\ndef da0 : Delta ({input_surface}) =\n  {}\ndef main = (f (a0 <+> da0), f a0 <+> df a0 da0)\n",
+            self.source, self.input, self.change
+        );
+        let compiled = runtime::prepare(&compiled_src, "main").and_then(|(_, m)| runtime::engine::run(&m));
+        match compiled {
+            Ok(run) => {
+                if let Some(note) = run.note {
+                    return Outcome::Failed(format!("not compiled: {note}"));
+                }
+                let Value::Tuple(vs) = &run.value else {
+                    return Outcome::Failed(format!("compiled main gave {}", run.value));
+                };
+                if !same(&vs[0], &lhs) || !same(&vs[1], &lhs) {
+                    return Outcome::Failed(format!(
+                        "compiled code disagrees: f (a <+> da) = {}, f a <+> (derive f) a da = {}, interpreter {lhs}",
+                        vs[0], vs[1]
+                    ));
+                }
+            }
+            Err(e) => return Outcome::Failed(format!("compiled: {}", e.message)),
+        }
         // The driver: the derivative after all passes (fast, then total if needed), applied in place.
         let root = match anf::mono::monomorphise(&program, program.lookup("f").expect("f")) {
             Ok(m) => m,

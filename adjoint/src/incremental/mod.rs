@@ -18,6 +18,7 @@
 //! Changes are named `dx` after their base variable `x`; nothing is ever named `x'`.
 
 mod dce;
+mod expand;
 mod inline;
 mod nil;
 mod simplify;
@@ -35,6 +36,7 @@ use frontend::{Diagnostic, Span};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 pub use dce::eliminate;
+pub use expand::{expand, needs_expansion};
 pub use inline::inline_derived;
 pub use nil::propagate;
 pub use simplify::simplify;

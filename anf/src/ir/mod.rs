@@ -318,11 +318,14 @@ pub enum TrapCode {
     DuplicateKey = 12,
     /// Calls nested deeper than the stack the runtime allows (recursive functions check).
     StackOverflow = 13,
+    /// An ILC derivative primitive needs a base value that dead-code elimination removed (the
+    /// incremental driver then runs the total derivative).
+    NeedsBase = 14,
 }
 
 impl TrapCode {
     /// Every trap code, in numeric order.
-    pub const ALL: [TrapCode; 13] = [
+    pub const ALL: [TrapCode; 14] = [
         TrapCode::IndexOutOfBounds,
         TrapCode::DivisionByZero,
         TrapCode::NegativeLength,
@@ -336,6 +339,7 @@ impl TrapCode {
         TrapCode::IterateNegative,
         TrapCode::DuplicateKey,
         TrapCode::StackOverflow,
+        TrapCode::NeedsBase,
     ];
     /// The name used in the text format.
     pub fn name(self) -> &'static str {
@@ -353,6 +357,7 @@ impl TrapCode {
             TrapCode::IterateNegative => "iterate_negative",
             TrapCode::DuplicateKey => "duplicate_key",
             TrapCode::StackOverflow => "stack_overflow",
+            TrapCode::NeedsBase => "needs_base",
         }
     }
     /// The numeric code passed to `nabla_trap`.
@@ -383,9 +388,14 @@ impl TrapCode {
             TrapCode::IterateNegative => format!("iterate: negative count {a}"),
             TrapCode::DuplicateKey => "duplicate key in map literal".to_string(),
             TrapCode::StackOverflow => "evaluation nested too deeply".to_string(),
+            TrapCode::NeedsBase => NEEDS_BASE_MESSAGE.to_string(),
         }
     }
 }
+
+/// The message of [`TrapCode::NeedsBase`] (the interpreter's `NEEDS_BASE` error says the same).
+pub const NEEDS_BASE_MESSAGE: &str =
+    "internal: this change needs a base value the self-maintainable derivative does not keep";
 
 /// The site of a failure that has none (the runtime reports it without a source location).
 pub const NO_SITE: i64 = -1;

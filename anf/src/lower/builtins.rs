@@ -49,6 +49,7 @@ impl Lowerer<'_> {
                 let (k, v) = map_parts(ty)?;
                 LVal::Word(self.map_new(flat(&k).len(), flat(&v).len())?)
             }
+            Builtin::NoBase => self.no_base(ty)?,
             _ if b.arity() == 0 => return Err(LowerError::unsupported(frontend::Span::SYNTHETIC, b.name())),
             _ => LVal::Fun(Clo::Prim { b, ty: ty.clone(), args: Vec::new() }),
         })
@@ -177,16 +178,9 @@ impl Lowerer<'_> {
                 words.extend(self.materialize(&args[1])?);
                 LVal::Delta(kind, self.record(&words))
             }
-            B::Star
-            | B::Unstar
-            | B::Omega
-            | B::Jac
-            | B::Grad
-            | B::Vjp
-            | B::Jacobian
-            | B::Nil
-            | B::NilFun
-            | B::NoBase
+            // ILC Def. 2.2 (functions were expanded by `adjoint::incremental::expand`).
+            B::Nil => self.nil_change(&arg_type(ty, 0)?, &args[0])?,
+            B::NoBase
             | B::DMerge
             | B::DNegate
             | B::DSingleton
@@ -200,7 +194,11 @@ impl Lowerer<'_> {
             | B::DFlatMapBag
             | B::DSingletonMap
             | B::DFoldMap
-            | B::DLookup => return Err(LowerError::unsupported(frontend::Span::SYNTHETIC, format!("`{}`", b.name()))),
+            | B::DLookup => return self.change_builtin(b, ty, args, site),
+            B::NilFun => return Err(LowerError::internal("`nil'` exists only in the interpreter")),
+            B::Star | B::Unstar | B::Omega | B::Jac | B::Grad | B::Vjp | B::Jacobian => {
+                return Err(LowerError::unsupported(frontend::Span::SYNTHETIC, format!("`{}`", b.name())))
+            }
         })
     }
 

@@ -145,7 +145,9 @@ impl Lowerer<'_> {
             ExprKind::Ann(a, _) => self.expr(a),
             ExprKind::Pullback(..) => Err(LowerError::unsupported(e.span, "`pullback`")),
             ExprKind::Dual(..) => Err(LowerError::unsupported(e.span, "`dual`")),
-            ExprKind::Derive(..) => Err(LowerError::unsupported(e.span, "`derive`")),
+            ExprKind::Derive(..) => {
+                Err(LowerError::internal("`derive` reached lowering: run `adjoint::incremental::expand` first"))
+            }
             ExprKind::Zero | ExprKind::Sum(..) => Err(LowerError::unsupported(e.span, "the paper's 0 and sums")),
         }
     }

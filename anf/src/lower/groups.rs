@@ -94,7 +94,7 @@ fn holds_collections(t: &Type) -> bool {
 
 /// Does `t` have a canonical group (`b <-> a` is then a group change)? As
 /// `runtime::interp::incremental::canonical_group`.
-fn has_canonical_group(t: &Type) -> bool {
+pub(crate) fn has_canonical_group(t: &Type) -> bool {
     match t {
         Type::Int | Type::Real | Type::Bag(_) => true,
         Type::Map(_, v) => has_canonical_group(v),
@@ -309,7 +309,7 @@ impl Lowerer<'_> {
     }
 
     /// The record of `t`'s canonical group.
-    fn canonical_record(&mut self, t: &Type) -> R<Value> {
+    pub(crate) fn canonical_record(&mut self, t: &Type) -> R<Value> {
         Ok(match t {
             Type::Int => self.group_record(GroupKind::Int, &[]),
             Type::Real => self.group_record(GroupKind::Real, &[]),

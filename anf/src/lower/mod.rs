@@ -35,6 +35,7 @@
 
 mod apply;
 mod builtins;
+mod changes;
 mod compact;
 mod expr;
 mod groups;
@@ -173,6 +174,8 @@ enum Work {
     PrimStep(Builtin, Type, usize, FuncId),
     /// A group, equality or copy helper at a type.
     Helper(Helper, Type, FuncId),
+    /// `group.same` at a carrier type (see `changes`).
+    SameGroup(Type, FuncId),
 }
 
 /// The lowering state: the module under construction and everything known about closures.
@@ -204,6 +207,10 @@ pub(crate) struct Lowerer<'p> {
     /// The definition being lowered (for naming λs), and how many λs each definition has so far.
     def_name: String,
     lam_counts: FxHashMap<String, usize>,
+    /// The placeholder words made for `_` (ILC's eliminated base values), by function.
+    no_base_words: FxHashSet<(FuncId, Value)>,
+    /// `group.same` helpers by carrier type.
+    same_group_fns: FxHashMap<String, FuncId>,
 }
 
 /// The printed form of a type: the key of per-type tables.
@@ -250,6 +257,8 @@ impl<'p> Lowerer<'p> {
             names: FxHashSet::default(),
             def_name: String::new(),
             lam_counts: FxHashMap::default(),
+            no_base_words: FxHashSet::default(),
+            same_group_fns: FxHashMap::default(),
         }
     }
 
@@ -323,6 +332,7 @@ impl<'p> Lowerer<'p> {
             Work::ChainStep(c, k, f) => self.gen_chain_step(c, k, f),
             Work::PrimStep(b, ty, k, f) => self.gen_prim_step(b, &ty, k, f),
             Work::Helper(h, ty, f) => self.gen_helper(h, &ty, f),
+            Work::SameGroup(ty, f) => self.gen_same_group(&ty, f),
         }
     }
 

@@ -2,8 +2,7 @@
 //! which closure types carry a failure site, and the free variables of a λ.
 
 use frontend::builtins::Builtin;
-use frontend::syntax::{BinOp, ExprKind, VarRef, E};
-use frontend::types::Type;
+use frontend::syntax::{ExprKind, VarRef, E};
 use frontend::Span;
 use rustc_hash::FxHashSet;
 
@@ -20,9 +19,10 @@ pub struct Unsupported {
 }
 
 /// The first construct of `mono` that lowering does not compile yet — reverse mode (`pullback`,
-/// `dual`, `star`, `unstar`, `omega`, `jac`, `grad`, `vjp`, `jacobian`), ILC's `derive`, `nil` and
-/// derivative primitives, `<+>`/`<->` on functions, the paper's internal 0 and sums — or `None`
-/// when the whole program compiles. Callers evaluate such programs with the reference interpreter.
+/// `dual`, `star`, `unstar`, `omega`, `jac`, `grad`, `vjp`, `jacobian`), the paper's internal 0 and
+/// sums — or `None` when the whole program compiles. Callers evaluate such programs with the
+/// reference interpreter. (ILC compiles: `adjoint::incremental::expand` rewrites `derive`, `nil` of
+/// functions and `<+>`/`<->` on functions into ordinary terms first; see `lower::changes`.)
 pub fn unsupported(mono: &MonoProgram) -> Option<Unsupported> {
     let mut found = None;
     for d in &mono.defs {
@@ -34,15 +34,6 @@ pub fn unsupported(mono: &MonoProgram) -> Option<Unsupported> {
     found
 }
 
-/// Is a function type part of `t`'s tuple structure (where `<+>` and `<->` act componentwise)?
-fn function_in_tuples(t: &Type) -> bool {
-    match t {
-        Type::Fun(..) => true,
-        Type::Tuple(ts) => ts.iter().any(function_in_tuples),
-        _ => false,
-    }
-}
-
 fn find_unsupported(e: &E, found: &mut Option<Unsupported>) {
     if found.is_some() {
         return;
@@ -50,12 +41,8 @@ fn find_unsupported(e: &E, found: &mut Option<Unsupported>) {
     let what = match &e.kind {
         ExprKind::Pullback(..) => Some("`pullback`".to_string()),
         ExprKind::Dual(..) => Some("`dual`".to_string()),
-        ExprKind::Derive(..) => Some("`derive`".to_string()),
         ExprKind::Zero | ExprKind::Sum(..) => Some("the paper's 0 and sums".to_string()),
         ExprKind::Var(_, VarRef::Builtin(b)) if is_uncompiled_builtin(*b) => Some(format!("`{}`", b.name())),
-        ExprKind::Bin(op @ (BinOp::Oplus | BinOp::Ominus), a, _) if function_in_tuples(&a.ty) => {
-            Some(format!("`{}` on functions", op.ascii()))
-        }
         _ => None,
     };
     if let Some(what) = what {
@@ -65,10 +52,10 @@ fn find_unsupported(e: &E, found: &mut Option<Unsupported>) {
     frontend::lin::for_each_child(e, &mut |c| find_unsupported(c, found));
 }
 
-/// Builtins of reverse mode and ILC's change machinery, which only the interpreter evaluates.
+/// Builtins of reverse mode, which only the interpreter evaluates.
 fn is_uncompiled_builtin(b: Builtin) -> bool {
     use Builtin as B;
-    matches!(b, B::Star | B::Unstar | B::Omega | B::Jac | B::Grad | B::Vjp | B::Jacobian | B::Nil) || b.is_internal()
+    matches!(b, B::Star | B::Unstar | B::Omega | B::Jac | B::Grad | B::Vjp | B::Jacobian)
 }
 
 /// Closure types whose tag functions take a site: the type a builtin has one argument before it is
