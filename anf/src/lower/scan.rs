@@ -68,7 +68,8 @@ fn find_unsupported(e: &E, found: &mut Option<Unsupported>) {
 /// Builtins of reverse mode and ILC's change machinery, which only the interpreter evaluates.
 fn is_uncompiled_builtin(b: Builtin) -> bool {
     use Builtin as B;
-    matches!(b, B::Star | B::Unstar | B::Omega | B::Jac | B::Grad | B::Vjp | B::Jacobian | B::Nil) || b.is_internal()
+    matches!(b, B::Star | B::Unstar | B::Omega | B::Jac | B::Grad | B::Vjp | B::Jacobian | B::Nil)
+        || (b.is_internal() && !b.is_reverse_internal())
 }
 
 /// Closure types whose tag functions take a site: the type a builtin has one argument before it is
