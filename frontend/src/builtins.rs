@@ -108,6 +108,14 @@ builtins! {
     DSingletonMap = "singletonMap'" : "'k -> 'v -> Delta 'v -> Delta (Map 'k 'v)" ["k": KEY];
     DFoldMap = "foldMap'" : "Group 'v -> Group 'b -> ('k -> 'v -> 'b) -> Map 'k 'v -> Delta (Map 'k 'v) -> Delta 'b" ["k": KEY];
     DLookup = "lookup'" : "Group 'v -> 'k -> Map 'k 'v -> Delta (Map 'k 'v) -> Delta 'v" ["k": KEY];
+    // Internal: compiled reverse mode's accumulators and tapes (adjoint::reverse). Each returns its
+    // array argument updated in place: the transform only passes an array that nothing else uses.
+    Zeros = "zeros'" : "Int -> Array Real";
+    AccAdd = "accAdd'" : "Array Real -> Int -> Real -> Array Real";
+    AccAddAll = "accAddAll'" : "Array Real -> Real -> Array Real";
+    AccAxpy = "accAxpy'" : "Array Real -> Real -> Array Real -> Array Real";
+    TapeNew = "tape'" : "Int -> Array 'a";
+    TapeSet = "tapeSet'" : "Array 'a -> Int -> 'a -> Array 'a";
 }
 
 impl Builtin {
@@ -115,9 +123,15 @@ impl Builtin {
         Builtin::ALL.iter().copied().find(|b| !b.is_internal() && b.name() == name)
     }
 
-    /// Internal builtins (ILC's derivative primitives) exist only in terms that passes make.
+    /// Internal builtins (ILC's derivative primitives, reverse mode's accumulators) exist only in
+    /// terms that passes make.
     pub fn is_internal(self) -> bool {
         self >= Builtin::NilFun
+    }
+
+    /// Reverse mode's internal accumulator and tape builtins (compiled, unlike ILC's).
+    pub fn is_reverse_internal(self) -> bool {
+        self >= Builtin::Zeros
     }
 
     /// The scheme of the builtin, parsed from its signature.

@@ -43,6 +43,18 @@ pub fn run_in(mono: &MonoProgram, ctx: &mut CallCtx) -> Result<Run, Diagnostic> 
         let value = crate::interp::run(mono)?;
         Ok(Run { value, note: Some(format!("{what} is not compiled yet; evaluated by the reference interpreter")) })
     };
+    let transformed;
+    let mono = match adjoint::reverse::transform(mono) {
+        Ok(Some(t)) => {
+            transformed = t;
+            &transformed
+        }
+        Ok(None) => mono,
+        Err(nc) => {
+            let value = crate::interp::run(mono)?;
+            return Ok(Run { value, note: Some(reverse_note(&nc)) });
+        }
+    };
     if let Some(u) = lower::unsupported(mono) {
         return fallback(&u.what);
     }
@@ -60,6 +72,31 @@ pub fn run_in(mono: &MonoProgram, ctx: &mut CallCtx) -> Result<Run, Diagnostic> 
     Ok(Run { value, note: None })
 }
 
+/// The note for a program whose differentiation site the reverse-mode transform does not compile.
+/// The site's span is in the note as `@lo..hi` byte offsets; the CLI turns it into a line and
+/// column ([`note_with_lines`]).
+pub fn reverse_note(nc: &adjoint::reverse::NotCompiled) -> String {
+    format!(
+        "{} (at @{}..{}) is not compiled yet; evaluated by the reference interpreter",
+        nc.what, nc.span.lo, nc.span.hi
+    )
+}
+
+/// A note with `@lo..hi` byte offsets rewritten as `line:column` of `src`.
+pub fn note_with_lines(note: &str, src: &str) -> String {
+    let Some(at) = note.find("(at @") else { return note.to_string() };
+    let rest = &note[at + 5..];
+    let Some(end) = rest.find(')') else { return note.to_string() };
+    let lo = rest[..end].split("..").next().and_then(|x| x.parse::<usize>().ok());
+    match lo {
+        Some(lo) if lo <= src.len() => {
+            let (l, c) = frontend::span::line_col(src, lo);
+            format!("{}(at {l}:{c}){}", &note[..at], &rest[end + 1..])
+        }
+        _ => note.to_string(),
+    }
+}
+
 /// Stack compiled code may use under [`run`], which must run on a thread with a big stack
 /// (`frontend::with_big_stack`, as the CLI does): nesting deeper is an error, never an overflow.
 pub const BIG_STACK_BUDGET: usize = 64 << 20;
@@ -67,6 +104,15 @@ pub const BIG_STACK_BUDGET: usize = 64 << 20;
 /// The IR of `mono` as text (`nabla ir`): as the JIT compiles it after `anf::opt` when
 /// `optimized`, else as lowering made it.
 pub fn ir_text(mono: &MonoProgram, optimized: bool) -> Result<String, Diagnostic> {
+    let transformed;
+    let mono = match adjoint::reverse::transform(mono) {
+        Ok(Some(t)) => {
+            transformed = t;
+            &transformed
+        }
+        Ok(None) => mono,
+        Err(nc) => return Err(Diagnostic::error(nc.span, format!("{} is not compiled yet", nc.what))),
+    };
     let expanded = adjoint::incremental::expand(mono)?;
     let mono = &expanded;
     let mut lowered = lower::lower(mono, &LowerOptions::default())

@@ -8,9 +8,13 @@ use crate::{read, Failure};
 /// Evaluates the root with the compiled engine; a program it does not compile yet is evaluated by
 /// the interpreter, with a note on stderr.
 #[allow(clippy::result_large_err)]
-pub fn run(mono: &anf::mono::MonoProgram) -> Result<Value, Diagnostic> {
+pub fn run(mono: &anf::mono::MonoProgram, src: Option<&str>) -> Result<Value, Diagnostic> {
     let r = runtime::engine::run(mono)?;
     if let Some(note) = r.note {
+        let note = match src {
+            Some(src) => runtime::engine::note_with_lines(&note, src),
+            None => note,
+        };
         crate::to_stderr(&format!("note: {note}\n"));
     }
     Ok(r.value)

@@ -203,7 +203,7 @@ fn run(args: &[String]) -> Result<String, Failure> {
     let v = if flags.contains(&"--interp".to_string()) {
         runtime::interp::run(&mono).map_err(on_file)?
     } else {
-        jit_cli::run(&mono).map_err(on_file)?
+        jit_cli::run(&mono, Some(&src)).map_err(on_file)?
     };
     Ok(format!("{v}\n"))
 }
@@ -287,7 +287,7 @@ pub(crate) fn option_value(option: &str, value: Option<&String>) -> Result<Strin
 
 /// Evaluates the root of a monomorphised program with the default engine.
 fn engine_eval(mono: &anf::mono::MonoProgram) -> Result<runtime::value::Value, Diagnostic> {
-    jit_cli::run(mono)
+    jit_cli::run(mono, None)
 }
 
 /// Splits arguments into exactly one file and known flags.

@@ -199,6 +199,77 @@ impl Lowerer<'_> {
             B::Star | B::Unstar | B::Omega | B::Jac | B::Grad | B::Vjp | B::Jacobian => {
                 return Err(LowerError::unsupported(frontend::Span::SYNTHETIC, format!("`{}`", b.name())))
             }
+            B::Zeros | B::TapeNew => {
+                // The transform passes a length of an existing array (or a trip count it checked):
+                // never negative, but the checks keep the JIT in bounds whatever it is passed.
+                let n = w(0)?;
+                let zero = self.b().iconst(0);
+                let negative = self.b().icmp(Cmp::Lt, n, zero);
+                self.fail_if(negative, TrapCode::BuildNegative, site, n, zero);
+                let limit = self.b().iconst(MAX_ARRAY_LEN);
+                let too_big = self.b().icmp(Cmp::Gt, n, limit);
+                self.fail_if(too_big, TrapCode::BuildTooLarge, site, n, limit);
+                let st = stride(&elem(&result)?);
+                let out = self.b().new_array(n, st);
+                if b == B::Zeros {
+                    // `newarray` is uninitialised; an accumulator starts at zero.
+                    let z = self.b().fconst(0.0);
+                    self.counted_loop(n, vec![], &mut |l, i, _| {
+                        let addr = l.b().elem_addr(out, i, 8);
+                        l.b().store(z, addr, 0);
+                        Ok(vec![])
+                    })?;
+                }
+                LVal::Word(out)
+            }
+            B::AccAdd | B::TapeSet => {
+                // In place: the array argument is uniquely owned (adjoint::reverse), and only
+                // scalars or scalar tuples are written, so no pointer into later memory is stored.
+                let (a, i) = (w(0)?, w(1)?);
+                let n = self.b().array_len(a);
+                let sv = self.site_value(site);
+                self.b().bounds_check(i, n, sv);
+                let et = elem(&arg_type(ty, 0)?)?;
+                let addr = self.b().elem_addr(a, i, stride(&et));
+                if b == B::AccAdd {
+                    let old = self.b().load(ir::Type::F64, addr, 0);
+                    let new = self.b().binary(BinaryOp::Fadd, old, w(2)?);
+                    self.b().store(new, addr, 0);
+                } else {
+                    self.store_value(&args[2], addr, 0)?;
+                }
+                LVal::Word(a)
+            }
+            B::AccAddAll | B::AccAxpy => {
+                let a = w(0)?;
+                let s = w(1)?;
+                let n = self.b().array_len(a);
+                let y = if b == B::AccAxpy {
+                    let y = w(2)?;
+                    let m = self.b().array_len(y);
+                    let differ = self.b().icmp(Cmp::Ne, n, m);
+                    self.fail_if(differ, TrapCode::DotLengths, site, n, m);
+                    Some(y)
+                } else {
+                    None
+                };
+                self.counted_loop(n, vec![], &mut |l, i, _| {
+                    let addr = l.b().elem_addr(a, i, 8);
+                    let old = l.b().load(ir::Type::F64, addr, 0);
+                    let add = match y {
+                        Some(y) => {
+                            let q = l.b().elem_addr(y, i, 8);
+                            let yi = l.b().load(ir::Type::F64, q, 0);
+                            l.b().binary(BinaryOp::Fmul, s, yi)
+                        }
+                        None => s,
+                    };
+                    let new = l.b().binary(BinaryOp::Fadd, old, add);
+                    l.b().store(new, addr, 0);
+                    Ok(vec![])
+                })?;
+                LVal::Word(a)
+            }
         })
     }
 

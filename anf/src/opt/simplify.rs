@@ -73,9 +73,13 @@ impl ModuleFacts {
     /// Does every store of `f` (and every pointer a support function writes through) target a
     /// record or array element `f` allocated?
     fn writes_only_own_memory(&self, f: &Function) -> bool {
+        // Forwarding reads records (`alloc`s) only, and arrays are never records: a store to an
+        // array element does not make the module unclean. Reverse mode's accumulators and tapes
+        // are updated in place this way (`accAdd'`, `tapeSet'`) by functions that did not
+        // allocate them; ARCHITECTURE.md ("Memory regions") states the rule.
         let local = |p: Value| match def_op(f, p) {
             Some(Op::Alloc(_)) => true,
-            Some(Op::ElemAddr(a, _, _)) => matches!(def_op(f, *a), Some(Op::NewArray(..))),
+            Some(Op::ElemAddr(..)) => true,
             _ => false,
         };
         f.layout.iter().flat_map(|b| &f.blocks[*b].insts).all(|&i| match &f.insts[i].op {

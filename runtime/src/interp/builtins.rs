@@ -297,6 +297,81 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
         | B::DSingletonMap
         | B::DFoldMap
         | B::DLookup => return super::incremental::call(it, b, ty, args, span),
+        B::Zeros | B::AccAdd | B::AccAddAll | B::AccAxpy | B::TapeNew | B::TapeSet => {
+            return reverse_internal(b, args, span)
+        }
+    })
+}
+
+/// Reverse mode's accumulators and tapes (`adjoint::reverse`). The transform passes each array
+/// argument to exactly one of these and never uses it again, so the update is in place when the
+/// interpreter holds the only reference (`Rc::make_mut`) and a copy otherwise: either way the
+/// builtin is a pure function of its arguments.
+fn reverse_internal(b: Builtin, mut args: Vec<Value>, span: Span) -> EvalResult {
+    use Builtin as B;
+    let filled = |v: &Value, x: Value| -> EvalResult {
+        let n = int(v, span)?;
+        let mut out = alloc(n, b.name(), span)?;
+        out.resize(n as usize, x);
+        Ok(Value::Array(Rc::new(out)))
+    };
+    let take = |args: &mut Vec<Value>| -> EvalResult<Rc<Vec<Value>>> {
+        match std::mem::replace(&mut args[0], Value::Unit) {
+            Value::Array(a) => Ok(a),
+            v => Err(Diagnostic::error(span, format!("internal: expected an array, found {v}"))),
+        }
+    };
+    let slot = |a: &mut Vec<Value>, i: i64| -> EvalResult<usize> {
+        if i < 0 || i as usize >= a.len() {
+            return Err(Diagnostic::error(span, format!("index {i} out of bounds for length {}", a.len())));
+        }
+        Ok(i as usize)
+    };
+    Ok(match b {
+        B::Zeros => return filled(&args[0], Value::Real(0.0)),
+        B::TapeNew => return filled(&args[0], Value::Unit),
+        B::AccAdd => {
+            let (i, g) = (int(&args[1], span)?, real(&args[2], span)?);
+            let mut a = take(&mut args)?;
+            let v = Rc::make_mut(&mut a);
+            let k = slot(v, i)?;
+            v[k] = Value::Real(real(&v[k], span)? + g);
+            Value::Array(a)
+        }
+        B::AccAddAll => {
+            let g = real(&args[1], span)?;
+            let mut a = take(&mut args)?;
+            for x in Rc::make_mut(&mut a).iter_mut() {
+                *x = Value::Real(real(x, span)? + g);
+            }
+            Value::Array(a)
+        }
+        B::AccAxpy => {
+            let s = real(&args[1], span)?;
+            let y = array(&args[2], span)?;
+            let mut a = take(&mut args)?;
+            let v = Rc::make_mut(&mut a);
+            if v.len() != y.len() {
+                return Err(Diagnostic::error(
+                    span,
+                    format!("internal: accumulating arrays of lengths {} and {}", v.len(), y.len()),
+                ));
+            }
+            for (x, y) in v.iter_mut().zip(y.iter()) {
+                *x = Value::Real(real(x, span)? + s * real(y, span)?);
+            }
+            Value::Array(a)
+        }
+        B::TapeSet => {
+            let i = int(&args[1], span)?;
+            let x = std::mem::replace(&mut args[2], Value::Unit);
+            let mut a = take(&mut args)?;
+            let v = Rc::make_mut(&mut a);
+            let k = slot(v, i)?;
+            v[k] = x;
+            Value::Array(a)
+        }
+        _ => unreachable!("not a reverse-mode builtin"),
     })
 }
 

@@ -1,0 +1,1113 @@
+//! Compiled reverse mode: a typed source-to-source transform over the monomorphic program that
+//! replaces each differentiation site (`grad f x`, `vjp f x c`, `jacobian f x`) by an ordinary
+//! term — the pullback's forward phase followed by its reverse phase — plus a few internal
+//! builtins (`zeros'`, `accAdd'`, `accAddAll'`, `accAxpy'`, `tape'`, `tapeSet'`). The result is
+//! an ordinary program: it goes through `anf::lower` → `anf::opt` → Cranelift like any other, and
+//! the interpreter runs it too (tests compare it with the pullback reducer).
+//!
+//! This is the paper's reduction strategy (Mak & Ong, Sec. 4: the forward phase, rules 7–20, then
+//! reductions 1–6 of the reverse phase) staged at compile time:
+//! - **Forward phase** = the primal let-series itself (after inlining statically known functions
+//!   and A-normalisation): straight-line values stay let-bound variables the reverse phase refers
+//!   to; no tape. `fold`/`iterate` whose reverse needs the loop-carried value record it per
+//!   iteration in a tape array (`tape'`, `tapeSet'`) sized by the trip count.
+//! - **Reverse phase** = for each binding in reverse order, its transposed Jacobian applied to the
+//!   binding's adjoint (rule 5 on the linear map of the binding, the partials from
+//!   `crate::rules`). Scalar adjoints are SSA sums; array adjoints are uniquely owned accumulators
+//!   updated in place (`accAdd'` for `x.[i]`: O(1)); tuple adjoints are tuples of component
+//!   adjoints known at compile time.
+//! - **Symbolic zeros**: an absent adjoint is zero and emits nothing. **Activity**: a binding
+//!   whose type is discrete or that does not depend on the input gets no adjoint.
+//! - **Loops**: the reverse of `map`/`zipWith`/`build`/`fold`/`iterate` is an `iterate` over the
+//!   trip count (downwards for `fold`/`iterate`) that recomputes the body's primal from its
+//!   inputs (and the taped carry) and runs the body's reverse; the adjoints of captured variables
+//!   are carried through it.
+//! - **`if`**: the branch taken, recomputed in the reverse phase.
+//!
+//! Invariants of the output: `mono::verify` holds (every binder fresh, every type ground); each
+//! accumulator array is passed to exactly one internal builtin and never used afterwards
+//! (so updating it in place is invisible); tapes hold only scalars and tuples of scalars.
+//! A site the transform cannot handle is reported as [`NotCompiled`] naming it.
+
+pub mod term;
+
+use std::rc::Rc;
+
+use anf::mono::{MonoDef, MonoProgram};
+use frontend::builtins::Builtin;
+use frontend::span::Span;
+use frontend::syntax::*;
+use frontend::types::Type;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::rules::{self, Prim};
+use term::*;
+
+/// A differentiation site (or a construct of reverse mode) the transform does not compile.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NotCompiled {
+    /// What and why, for a note: "`grad` of a function not known at compile time".
+    pub what: String,
+    pub span: Span,
+}
+
+type R<T> = Result<T, NotCompiled>;
+
+/// Rewrites every differentiation site of `mono` into ordinary terms. `Ok(None)` when there is no
+/// site (the program is unchanged).
+pub fn transform(mono: &MonoProgram) -> R<Option<MonoProgram>> {
+    let mut t = Transform { mono, next: mono.next_local, sites: 0, span: Span::SYNTHETIC };
+    let mut defs = Vec::with_capacity(mono.defs.len());
+    for d in &mono.defs {
+        let body = t.rewrite(&d.body)?;
+        defs.push(MonoDef { body, ..d.clone() });
+    }
+    if t.sites == 0 {
+        return Ok(None);
+    }
+    Ok(Some(MonoProgram { defs, next_local: t.next }))
+}
+
+/// Does `mono` contain a differentiation site or any other construct of reverse mode?
+pub fn uses_reverse_mode(mono: &MonoProgram) -> bool {
+    fn go(e: &E) -> bool {
+        let here = match &e.kind {
+            ExprKind::Pullback(..) | ExprKind::Dual(..) => true,
+            ExprKind::Var(_, VarRef::Builtin(b)) => is_reverse_builtin(*b),
+            _ => false,
+        };
+        let mut found = here;
+        frontend::lin::for_each_child(e, &mut |c| found = found || go(c));
+        found
+    }
+    mono.defs.iter().any(|d| go(&d.body))
+}
+
+fn is_reverse_builtin(b: Builtin) -> bool {
+    use Builtin as B;
+    matches!(b, B::Star | B::Unstar | B::Omega | B::Jac | B::Grad | B::Vjp | B::Jacobian)
+}
+
+struct Transform<'m> {
+    mono: &'m MonoProgram,
+    next: u32,
+    sites: usize,
+    /// The site being transformed (where a failure is reported).
+    span: Span,
+}
+
+fn not(what: impl Into<String>, span: Span) -> NotCompiled {
+    NotCompiled { what: what.into(), span }
+}
+
+fn strip(e: &E) -> &E {
+    match &e.kind {
+        ExprKind::Ann(a, _) => strip(a),
+        _ => e,
+    }
+}
+
+fn is_fun(t: &Type) -> bool {
+    matches!(t, Type::Fun(..))
+}
+
+fn result_type(t: &Type) -> Type {
+    match t {
+        Type::Fun(_, r) => (**r).clone(),
+        _ => Type::Unit,
+    }
+}
+
+impl<'m> Transform<'m> {
+    fn fresh(&mut self) -> LocalId {
+        let id = LocalId(self.next);
+        self.next += 1;
+        id
+    }
+
+    fn fresher(&mut self) -> impl FnMut() -> LocalId + use<'_, 'm> {
+        move || {
+            let id = LocalId(self.next);
+            self.next += 1;
+            id
+        }
+    }
+
+    fn refresh(&mut self, e: &E) -> E {
+        let mut f = self.fresher();
+        refresh(e, &mut f)
+    }
+
+    /// Bottom-up: inner sites first, so an outer site sees only ordinary terms.
+    fn rewrite(&mut self, e: &E) -> R<E> {
+        match &e.kind {
+            ExprKind::Pullback(..) => return Err(not("`pullback`", e.span)),
+            ExprKind::Dual(..) => return Err(not("`dual`", e.span)),
+            ExprKind::Var(_, VarRef::Builtin(b)) if is_reverse_builtin(*b) => {
+                return Err(not(format!("`{}` not applied to all its arguments", b.name()), e.span))
+            }
+            ExprKind::App(..) => {
+                let (h, args) = anf::anormal::spine(e);
+                if let ExprKind::Var(_, VarRef::Builtin(b)) = &strip(h).kind {
+                    if matches!(b, Builtin::Grad | Builtin::Vjp | Builtin::Jacobian) && args.len() == b.arity() {
+                        let args: Vec<E> = args.into_iter().map(|a| self.rewrite(a)).collect::<R<_>>()?;
+                        self.span = e.span;
+                        let out = self.site(*b, &args, e)?;
+                        self.sites += 1;
+                        return Ok(out);
+                    }
+                    if is_reverse_builtin(*b) {
+                        return Err(not(format!("`{}`", b.name()), e.span));
+                    }
+                }
+            }
+            _ => {}
+        }
+        map_children(e, &mut |c| self.rewrite(c))
+    }
+
+    fn site(&mut self, b: Builtin, args: &[E], e: &E) -> R<E> {
+        let mut out = Vec::new();
+        let x = self.bind(&mut out, "x", args[1].clone());
+        match b {
+            Builtin::Grad | Builtin::Vjp => {
+                let ct = if b == Builtin::Grad { real(1.0) } else { self.bind(&mut out, "ct", args[2].clone()) };
+                let g = self.gradient(&mut out, &args[0], &x, &ct)?;
+                Ok(lets(out, g))
+            }
+            _ => {
+                // jacobian f x: one vjp per output component, with the one-hot cotangents.
+                let f = self.resolve(&args[0])?;
+                let y = self.apply_known(&f, &x)?;
+                let y = self.bind(&mut out, "y", y);
+                let m = self.bind(&mut out, "m", call(Builtin::Len, &[y], Type::Int));
+                let kid = self.fresh();
+                let k = var(kid, &"k".into(), &Type::Int);
+                let jid = self.fresh();
+                let j = var(jid, &"j".into(), &Type::Int);
+                let onehot_body = if_(&bin(BinOp::Eq, &j, &k, Type::Bool), real(1.0), real(0.0));
+                let onehot_fn = lam(jid, &"j".into(), &Type::Int, onehot_body);
+                let mut row = Vec::new();
+                let ct =
+                    self.bind(&mut row, "ct", call(Builtin::Build, &[m.clone(), onehot_fn], Type::array(Type::Real)));
+                let g = self.gradient(&mut row, &args[0], &x, &ct)?;
+                let row_fn = lam(kid, &"k".into(), &Type::Int, lets(row, g));
+                let rows = call(Builtin::Build, &[m, row_fn], e.ty.clone());
+                Ok(lets(out, rows))
+            }
+        }
+    }
+
+    /// `let z = rhs` appended to `out`; the variable.
+    fn bind(&mut self, out: &mut Vec<Bind>, name: &str, rhs: E) -> E {
+        let id = self.fresh();
+        let b = Bind { id, name: name.into(), ty: rhs.ty.clone(), rhs };
+        let v = b.var();
+        out.push(b);
+        v
+    }
+
+    /// The λ a function term denotes, when it is statically known (a λ or a definition), as a
+    /// fresh copy.
+    fn resolve(&mut self, f: &E) -> R<E> {
+        match self.known(f, &FxHashMap::default()) {
+            Some(l) => Ok(self.refresh(&l)),
+            None => Err(not("a gradient of a function not known at compile time", self.span)),
+        }
+    }
+
+    fn known(&self, f: &E, env: &FxHashMap<LocalId, E>) -> Option<E> {
+        let f = strip(f);
+        match &f.kind {
+            ExprKind::Lam(..) => Some(f.clone()),
+            ExprKind::Var(_, VarRef::Global(d)) if is_fun(&f.ty) => {
+                let body = strip(&self.mono.def(*d).body);
+                matches!(body.kind, ExprKind::Lam(..)).then(|| body.clone())
+            }
+            ExprKind::Var(_, VarRef::Local(id)) => env.get(id).cloned(),
+            _ => None,
+        }
+    }
+
+    /// `lam x`, inlined.
+    fn apply_known(&mut self, lam: &E, x: &E) -> R<E> {
+        let lam = self.refresh(lam);
+        let t = beta(&lam, &[x]);
+        self.inline(&t, &FxHashMap::default())
+    }
+
+    /// Inlines applications of statically known functions (λs, definitions, let-bound λs) by
+    /// β-reduction to `let`; definitions of function type used as values become fresh λs.
+    fn inline(&mut self, e: &E, env: &FxHashMap<LocalId, E>) -> R<E> {
+        match &e.kind {
+            ExprKind::Ann(a, _) => self.inline(a, env),
+            ExprKind::Var(_, VarRef::Global(_)) if is_fun(&e.ty) => match self.known(e, env) {
+                Some(l) => {
+                    let l = self.refresh(&l);
+                    self.inline(&l, env)
+                }
+                None => Ok(e.clone()),
+            },
+            ExprKind::Let(p, rhs, body) => {
+                let rhs2 = self.inline(rhs, env)?;
+                if let (PatKind::Var(_, id), true) = (&p.kind, is_fun(&p.ty)) {
+                    if let Some(l) = self.known(rhs, env) {
+                        let mut env2 = env.clone();
+                        env2.insert(*id, l);
+                        let body2 = self.inline(body, &env2)?;
+                        return Ok(Expr::new(ExprKind::Let(p.clone(), rhs2, body2), e.span, e.ty.clone()));
+                    }
+                }
+                let body2 = self.inline(body, env)?;
+                Ok(Expr::new(ExprKind::Let(p.clone(), rhs2, body2), e.span, e.ty.clone()))
+            }
+            ExprKind::App(..) => {
+                let (h, args) = anf::anormal::spine(e);
+                if let Some(l) = self.known(h, env) {
+                    let l = self.refresh(&l);
+                    let t = beta(&l, &args);
+                    return self.inline(&t, env);
+                }
+                map_children(e, &mut |c| self.inline(c, env))
+            }
+            _ => map_children(e, &mut |c| self.inline(c, env)),
+        }
+    }
+
+    /// The gradient of the known function `f` at the atom `x` along the cotangent `ct`, emitted
+    /// into `out` (the forward phase, then the reverse phase); the gradient's atom.
+    fn gradient(&mut self, out: &mut Vec<Bind>, f: &E, x: &E, ct: &E) -> R<E> {
+        let lam = self.resolve(f)?;
+        let body = self.apply_known(&lam, x)?;
+        let anf = {
+            let mut fr = self.fresher();
+            anf::anormal::anormalise(&body, &mut fr)
+        };
+        let Some((binds, res)) = series(&anf) else {
+            return Err(not("a gradient whose body is not a let-series (internal)", self.span));
+        };
+        let xid = local(x).expect("the input is bound to a variable");
+        let mut ad = Ad {
+            t: self,
+            active: FxHashSet::default(),
+            lams: FxHashMap::default(),
+            adj: FxHashMap::default(),
+            tys: FxHashMap::default(),
+            loops: FxHashMap::default(),
+        };
+        ad.tys.insert(xid, ("x".into(), x.ty.clone()));
+        if !x.ty.is_discrete() {
+            ad.active.insert(xid);
+        }
+        ad.forward(out, &binds)?;
+        if let Some(seed) = ad.decompose(out, ct, false)? {
+            ad.add(out, &res, seed)?;
+        }
+        ad.reverse(out, &binds)?;
+        let g = ad.adj.remove(&xid);
+        ad.materialize(out, g, &x.ty, x)
+    }
+}
+
+/// `f a1 … an` with `f` a λ: `let p1 = a1 in … (body a(k+1) …)`, `let`s floated out of the head.
+fn beta(f: &E, args: &[&E]) -> E {
+    if args.is_empty() {
+        return f.clone();
+    }
+    match &f.kind {
+        ExprKind::Ann(a, _) => beta(a, args),
+        ExprKind::Lam(p, b) => {
+            let body = beta(b, &args[1..]);
+            let ty = body.ty.clone();
+            Expr::new(ExprKind::Let(p.clone(), args[0].clone(), body), f.span, ty)
+        }
+        ExprKind::Let(p, a, b) => {
+            let body = beta(b, args);
+            let ty = body.ty.clone();
+            Expr::new(ExprKind::Let(p.clone(), a.clone(), body), f.span, ty)
+        }
+        _ => args.iter().fold(f.clone(), |h, a| {
+            let ty = result_type(&h.ty);
+            Expr::new(ExprKind::App(h, (*a).clone()), f.span, ty)
+        }),
+    }
+}
+
+/// An adjoint known at compile time: a Real atom, an accumulator array (uniquely owned), or a
+/// tuple of component adjoints (`None`: a symbolic zero).
+#[derive(Clone, Debug)]
+enum Adj {
+    R(E),
+    A(E),
+    T(Vec<Option<Adj>>),
+}
+
+/// The reverse of a `fold`/`iterate`, made when the forward phase meets it (it decides whether
+/// the forward loop tapes its carry).
+struct LoopRev {
+    /// `λs. …`: one reverse iteration over the state `(k, carried adjoints…, carry adjoint)`.
+    body: E,
+    carried: Vec<LocalId>,
+    n: E,
+    /// The carry's primal (the shape of a zero carry adjoint) and its initial value's atom.
+    init: E,
+}
+
+struct Ad<'a, 'm> {
+    t: &'a mut Transform<'m>,
+    active: FxHashSet<LocalId>,
+    /// Let-bound λs (and aliases of them) in scope.
+    lams: FxHashMap<LocalId, E>,
+    adj: FxHashMap<LocalId, Adj>,
+    tys: FxHashMap<LocalId, (Name, Type)>,
+    loops: FxHashMap<LocalId, LoopRev>,
+}
+
+/// Is the adjoint of a value of type `t` one the transform represents?
+fn differentiable(t: &Type) -> bool {
+    match t {
+        Type::Real => true,
+        Type::Tuple(ts) => ts.iter().all(|t| t.is_discrete() || differentiable(t)),
+        Type::Array(e) => **e == Type::Real || e.is_discrete(),
+        t => t.is_discrete(),
+    }
+}
+
+impl Ad<'_, '_> {
+    fn err<T>(&self, what: impl Into<String>) -> R<T> {
+        Err(not(what, self.t.span))
+    }
+
+    fn emit(&mut self, out: &mut Vec<Bind>, name: &str, rhs: E) -> E {
+        let v = self.t.bind(out, name, rhs);
+        let id = local(&v).unwrap();
+        self.tys.insert(id, (name.into(), v.ty.clone()));
+        v
+    }
+
+    fn is_active(&self, e: &E) -> bool {
+        local(e).is_some_and(|id| self.active.contains(&id))
+    }
+
+    fn var_of(&self, id: LocalId) -> E {
+        let (n, t) = &self.tys[&id];
+        var(id, n, t)
+    }
+
+    /// The forward phase of a series: the primal bindings (taping loops whose reverse needs their
+    /// carry), recording activity, types and let-bound λs.
+    fn forward(&mut self, out: &mut Vec<Bind>, binds: &[Bind]) -> R<()> {
+        for b in binds {
+            self.tys.insert(b.id, (b.name.clone(), b.ty.clone()));
+            let rhs = strip(&b.rhs);
+            match &rhs.kind {
+                ExprKind::Lam(..) => {
+                    self.lams.insert(b.id, rhs.clone());
+                }
+                ExprKind::Var(_, VarRef::Local(y)) if self.lams.contains_key(y) => {
+                    let l = self.lams[y].clone();
+                    self.lams.insert(b.id, l);
+                }
+                _ => {}
+            }
+            let mut fv = FxHashSet::default();
+            free_locals(rhs, &mut fv);
+            let active = !b.ty.is_discrete() && fv.iter().any(|v| self.active.contains(v));
+            if active {
+                self.active.insert(b.id);
+                if !is_fun(&b.ty) && !differentiable(&b.ty) {
+                    return self.err(format!("a gradient through a value of type {}", b.ty));
+                }
+                let (h, args) = anf::anormal::spine(rhs);
+                if let ExprKind::Var(_, VarRef::Builtin(bi @ (Builtin::Fold | Builtin::Iterate))) = &h.kind {
+                    if args.len() == 3 {
+                        let args: Vec<E> = args.into_iter().cloned().collect();
+                        self.loop_forward(out, b, *bi, &args)?;
+                        continue;
+                    }
+                }
+            }
+            out.push(b.clone());
+        }
+        Ok(())
+    }
+
+    /// The reverse phase of a series: each binding's transposed Jacobian applied to its adjoint,
+    /// last binding first.
+    fn reverse(&mut self, out: &mut Vec<Bind>, binds: &[Bind]) -> R<()> {
+        for b in binds.iter().rev() {
+            if let Some(g) = self.adj.remove(&b.id) {
+                self.rule(out, b, g)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds `a` to the adjoint of the atom `y` (nothing when `y` is not active).
+    fn add(&mut self, out: &mut Vec<Bind>, y: &E, a: Adj) -> R<()> {
+        let Some(id) = local(y) else { return Ok(()) };
+        if !self.active.contains(&id) {
+            return Ok(());
+        }
+        if is_fun(&y.ty) {
+            return self.err("a gradient through a function-valued result");
+        }
+        let merged = match self.adj.remove(&id) {
+            None => a,
+            Some(old) => self.merge(out, old, a)?,
+        };
+        self.adj.insert(id, merged);
+        Ok(())
+    }
+
+    fn merge(&mut self, out: &mut Vec<Bind>, x: Adj, y: Adj) -> R<Adj> {
+        Ok(match (x, y) {
+            (Adj::R(a), Adj::R(b)) => Adj::R(self.emit(out, "d", rbin(BinOp::Add, &a, &b))),
+            (Adj::A(a), Adj::A(b)) => {
+                Adj::A(self.emit(out, "d", call(Builtin::AccAxpy, &[a.clone(), real(1.0), b], a.ty.clone())))
+            }
+            (Adj::T(xs), Adj::T(ys)) => {
+                let mut cs = Vec::with_capacity(xs.len());
+                for (x, y) in xs.into_iter().zip(ys) {
+                    cs.push(match (x, y) {
+                        (None, c) | (c, None) => c,
+                        (Some(x), Some(y)) => Some(self.merge(out, x, y)?),
+                    });
+                }
+                Adj::T(cs)
+            }
+            _ => return self.err("mismatched adjoints (internal)"),
+        })
+    }
+
+    /// The adjoint as a value of type `ty` (zeros where it is absent; `primal` gives the shape).
+    fn materialize(&mut self, out: &mut Vec<Bind>, a: Option<Adj>, ty: &Type, primal: &E) -> R<E> {
+        Ok(match (a, ty) {
+            (Some(Adj::R(v)), _) | (Some(Adj::A(v)), _) => v,
+            (Some(Adj::T(cs)), Type::Tuple(ts)) => {
+                let mut xs = Vec::new();
+                for (i, (c, t)) in cs.into_iter().zip(ts.iter()).enumerate() {
+                    let p = if c.is_none() && holds_array(t) {
+                        self.emit(out, "p", proj(primal, i))
+                    } else {
+                        proj(primal, i)
+                    };
+                    xs.push(self.materialize(out, c, t, &p)?);
+                }
+                tuple(xs)
+            }
+            (None, _) => self.zero(out, ty, primal)?,
+            _ => return self.err("mismatched adjoint (internal)"),
+        })
+    }
+
+    fn zero(&mut self, out: &mut Vec<Bind>, ty: &Type, primal: &E) -> R<E> {
+        Ok(match ty {
+            Type::Real => real(0.0),
+            Type::Int => int(0),
+            Type::Bool => mk(ExprKind::Lit(Lit::Bool(false)), Type::Bool),
+            Type::Unit => mk(ExprKind::Lit(Lit::Unit), Type::Unit),
+            Type::Tuple(ts) => {
+                let mut xs = Vec::new();
+                for (i, t) in ts.iter().enumerate() {
+                    let p = if holds_array(t) { self.emit(out, "p", proj(primal, i)) } else { proj(primal, i) };
+                    xs.push(self.zero(out, t, &p)?);
+                }
+                tuple(xs)
+            }
+            Type::Array(e) => {
+                let n = self.emit(out, "n", call(Builtin::Len, std::slice::from_ref(primal), Type::Int));
+                if **e == Type::Real {
+                    self.emit(out, "dz", call(Builtin::Zeros, &[n], ty.clone()))
+                } else if e.is_discrete() && !holds_array(e) {
+                    let id = self.t.fresh();
+                    let z = self.zero(out, e, &real(0.0))?;
+                    let f = lam(id, &"i".into(), &Type::Int, z);
+                    self.emit(out, "dz", call(Builtin::Build, &[n, f], ty.clone()))
+                } else {
+                    return self.err(format!("a zero adjoint of type {ty}"));
+                }
+            }
+            t => return self.err(format!("a zero adjoint of type {t}")),
+        })
+    }
+
+    /// The adjoint held by the value `v` of its type; `owned` when the transform made `v` (an
+    /// array the caller passed must be copied before it is accumulated into).
+    fn decompose(&mut self, out: &mut Vec<Bind>, v: &E, owned: bool) -> R<Option<Adj>> {
+        let ty = v.ty.clone();
+        if ty.is_discrete() {
+            return Ok(None);
+        }
+        Ok(Some(match &ty {
+            Type::Real => Adj::R(v.clone()),
+            Type::Array(e) if **e == Type::Real => {
+                if owned {
+                    Adj::A(v.clone())
+                } else {
+                    let n = self.emit(out, "n", call(Builtin::Len, std::slice::from_ref(v), Type::Int));
+                    let z = self.emit(out, "dz", call(Builtin::Zeros, &[n], ty.clone()));
+                    Adj::A(self.emit(out, "d", call(Builtin::AccAxpy, &[z, real(1.0), v.clone()], ty.clone())))
+                }
+            }
+            Type::Tuple(ts) => {
+                let mut cs = Vec::new();
+                for i in 0..ts.len() {
+                    let c = if ts[i].is_discrete() {
+                        None
+                    } else {
+                        let p = self.emit(out, "d", proj(v, i));
+                        self.decompose(out, &p, owned)?
+                    };
+                    cs.push(c);
+                }
+                Adj::T(cs)
+            }
+            t => return self.err(format!("a cotangent of type {t}")),
+        }))
+    }
+
+    /// The accumulator of array atom `a` (a fresh zero one when it has none yet).
+    fn acc(&mut self, out: &mut Vec<Bind>, a: &E) -> R<E> {
+        let id = local(a).unwrap();
+        match self.adj.remove(&id) {
+            Some(Adj::A(v)) => Ok(v),
+            None => self.zero(out, &a.ty, a),
+            Some(_) => self.err("mismatched array adjoint (internal)"),
+        }
+    }
+
+    fn set_acc(&mut self, a: &E, v: E) {
+        self.adj.insert(local(a).unwrap(), Adj::A(v));
+    }
+
+    /// The reverse rule of one binding `z = rhs` whose adjoint is `g`.
+    fn rule(&mut self, out: &mut Vec<Bind>, b: &Bind, g: Adj) -> R<()> {
+        let rhs = strip(&b.rhs).clone();
+        let z = b.var();
+        match &rhs.kind {
+            // Rule 5 on a copy: the adjoint moves.
+            ExprKind::Var(_, VarRef::Local(_)) => self.add(out, &rhs, g),
+            ExprKind::Var(..) | ExprKind::Lit(_) | ExprKind::Lam(..) => Ok(()),
+            // Tuples and projections (rules 11, 12): componentwise.
+            ExprKind::Tuple(xs) => {
+                let Adj::T(cs) = g else { return self.err("tuple adjoint (internal)") };
+                for (x, c) in xs.iter().zip(cs) {
+                    if let Some(c) = c {
+                        self.add(out, x, c)?;
+                    }
+                }
+                Ok(())
+            }
+            ExprKind::Proj(a, i) => {
+                let n = match &a.ty {
+                    Type::Tuple(ts) => ts.len(),
+                    _ => return self.err("projection of a non-tuple (internal)"),
+                };
+                let mut cs = vec![None; n];
+                cs[*i] = Some(g);
+                self.add(out, a, Adj::T(cs))
+            }
+            ExprKind::Neg(a) => {
+                let Adj::R(g) = g else { return self.err("a negated array") };
+                let d = self.emit(out, "d", mk(ExprKind::Neg(g), Type::Real));
+                self.add(out, a, Adj::R(d))
+            }
+            ExprKind::Bin(op, a, c) => {
+                let Adj::R(g) = g else { return self.err(format!("`{}` on arrays", op.ascii())) };
+                self.prim(out, Prim::Op(*op), &[a.clone(), c.clone()], &g, &z)
+            }
+            // `x.[i]`: the transpose of a read is an O(1) accumulation into x's adjoint buffer.
+            ExprKind::Index(a, i) => {
+                let Adj::R(g) = g else { return self.err("a gradient through an array of arrays or tuples") };
+                if !self.is_active(a) {
+                    return Ok(());
+                }
+                let acc = self.acc(out, a)?;
+                let v = self.emit(out, "d", call(Builtin::AccAdd, &[acc, i.clone(), g], a.ty.clone()));
+                self.set_acc(a, v);
+                Ok(())
+            }
+            ExprKind::Array(xs) => {
+                let Adj::A(v) = g else { return self.err("an array literal of arrays or tuples") };
+                for (k, x) in xs.iter().enumerate() {
+                    if self.is_active(x) {
+                        let c = self.emit(out, "d", index(&v, &int(k as i64)));
+                        self.add(out, x, Adj::R(c))?;
+                    }
+                }
+                Ok(())
+            }
+            ExprKind::If(c, l1, l2) => self.rev_if(out, c, l1, l2, &z, g),
+            ExprKind::App(..) => {
+                let (h, args) = anf::anormal::spine(&rhs);
+                let args: Vec<E> = args.into_iter().cloned().collect();
+                match &h.kind {
+                    ExprKind::Var(_, VarRef::Builtin(bi)) if args.len() == bi.arity() => {
+                        self.builtin_rule(out, *bi, &args, b, g)
+                    }
+                    _ => self.err("a gradient through a call of a function not known at compile time"),
+                }
+            }
+            _ => self.err("a gradient through this construct"),
+        }
+    }
+
+    /// Rule 15 then rule 5 for a Real primitive: each active argument gets `g · ∂f/∂xᵢ`.
+    fn prim(&mut self, out: &mut Vec<Bind>, p: Prim, args: &[E], g: &E, _z: &E) -> R<()> {
+        if args.iter().any(|a| a.ty != Type::Real) {
+            return Ok(()); // Int arithmetic: discrete.
+        }
+        let Some(ps) = rules::partial_terms(p, args) else {
+            return self.err("a primitive without a derivative rule (internal)");
+        };
+        for (a, d) in args.iter().zip(ps) {
+            if !self.is_active(a) {
+                continue;
+            }
+            let c = if rules::is_one(&d) {
+                g.clone()
+            } else if rules::is_minus_one(&d) {
+                self.emit(out, "d", mk(ExprKind::Neg(g.clone()), Type::Real))
+            } else {
+                self.emit(out, "d", rbin(BinOp::Mul, g, &d))
+            };
+            self.add(out, a, Adj::R(c))?;
+        }
+        Ok(())
+    }
+
+    fn builtin_rule(&mut self, out: &mut Vec<Bind>, b: Builtin, args: &[E], z: &Bind, g: Adj) -> R<()> {
+        use Builtin as B;
+        let zv = z.var();
+        match b {
+            B::Sin
+            | B::Cos
+            | B::Tan
+            | B::Exp
+            | B::Log
+            | B::Sqrt
+            | B::Tanh
+            | B::Sigmoid
+            | B::Abs
+            | B::Neg
+            | B::Max
+            | B::Min => {
+                let Adj::R(g) = g else { return self.err("a primitive on arrays (internal)") };
+                self.prim(out, Prim::Builtin(b), args, &g, &zv)
+            }
+            B::ToReal | B::Len => Ok(()),
+            // sum: the transpose of Σ broadcasts the adjoint.
+            B::Sum => {
+                let Adj::R(g) = g else { return self.err("`sum` of arrays") };
+                let acc = self.acc(out, &args[0])?;
+                let v = self.emit(out, "d", call(B::AccAddAll, &[acc, g], args[0].ty.clone()));
+                self.set_acc(&args[0], v);
+                Ok(())
+            }
+            B::Dot => {
+                let Adj::R(g) = g else { return self.err("`dot` of arrays") };
+                for (a, other) in [(&args[0], &args[1]), (&args[1], &args[0])] {
+                    if self.is_active(a) {
+                        let acc = self.acc(out, a)?;
+                        let v = self.emit(out, "d", call(B::AccAxpy, &[acc, g.clone(), other.clone()], a.ty.clone()));
+                        self.set_acc(a, v);
+                    }
+                }
+                Ok(())
+            }
+            B::Map | B::ZipWith | B::Build => self.rev_elementwise(out, b, args, &zv, g),
+            B::Fold | B::Iterate => self.rev_fold(out, z, g),
+            _ => self.err(format!("a gradient through `{}`", b.name())),
+        }
+    }
+
+    /// The λ an atom denotes (a let-bound λ in scope).
+    fn lam_of(&self, f: &E) -> R<E> {
+        let f = strip(f);
+        match &f.kind {
+            ExprKind::Lam(..) => Ok(f.clone()),
+            ExprKind::Var(_, VarRef::Local(id)) => match self.lams.get(id) {
+                Some(l) => Ok(l.clone()),
+                None => self.err("a loop over a function not known at compile time"),
+            },
+            _ => self.err("a loop over a function not known at compile time"),
+        }
+    }
+
+    /// The non-function active variables `e` uses, following let-bound λs it captures.
+    fn captures(&self, es: &[&E]) -> Vec<LocalId> {
+        let mut seen = FxHashSet::default();
+        let mut out = Vec::new();
+        let mut work: Vec<E> = es.iter().map(|e| (*e).clone()).collect();
+        while let Some(e) = work.pop() {
+            let mut fv = FxHashSet::default();
+            free_locals(&e, &mut fv);
+            for id in fv {
+                if !self.active.contains(&id) || !seen.insert(id) {
+                    continue;
+                }
+                match self.tys.get(&id) {
+                    Some((_, t)) if is_fun(t) => {
+                        if let Some(l) = self.lams.get(&id) {
+                            work.push(l.clone());
+                        }
+                    }
+                    Some(_) => out.push(id),
+                    None => {}
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// A λ's parameters and body (curried λs peeled, `let z = λ… in z` bodies included).
+    fn peel(&self, lam: &E, n: usize) -> R<(Vec<Rc<Pat>>, E)> {
+        let mut ps = Vec::new();
+        let mut cur = strip(lam).clone();
+        while ps.len() < n {
+            match &cur.kind {
+                ExprKind::Lam(p, b) => {
+                    ps.push(p.clone());
+                    cur = b.clone();
+                }
+                ExprKind::Let(p, rhs, rest) => match (&p.kind, &rest.kind, &strip(rhs).kind) {
+                    (PatKind::Var(_, id), ExprKind::Var(_, VarRef::Local(j)), ExprKind::Lam(..)) if id == j => {
+                        cur = strip(rhs).clone();
+                    }
+                    _ => return self.err("a loop body of unexpected shape (internal)"),
+                },
+                _ => return self.err("a loop body of unexpected shape (internal)"),
+            }
+        }
+        Ok((ps, cur))
+    }
+
+    /// Bindings of pattern `p` to the atom `v`.
+    fn bind_pat(&mut self, binds: &mut Vec<Bind>, p: &Pat, v: E) -> R<()> {
+        match &p.kind {
+            PatKind::Var(n, id) => binds.push(Bind { id: *id, name: n.clone(), ty: p.ty.clone(), rhs: v }),
+            PatKind::Wild | PatKind::Unit => {}
+            PatKind::Tuple(ps) => {
+                let id = self.t.fresh();
+                let t = var(id, &"t".into(), &p.ty);
+                binds.push(Bind { id, name: "t".into(), ty: p.ty.clone(), rhs: v });
+                for (i, q) in ps.iter().enumerate() {
+                    self.bind_pat(binds, q, proj(&t, i))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A fresh copy of λ `lamf`'s `n` parameters and its body as a let-series.
+    fn fresh_lam(&mut self, lamf: &E, n: usize) -> R<(Vec<Rc<Pat>>, Vec<Bind>, E)> {
+        let l = self.t.refresh(lamf);
+        let (ps, body) = self.peel(&l, n)?;
+        let (binds, res) = self.body_series(&body)?;
+        Ok((ps, binds, res))
+    }
+
+    /// A fresh copy of a λ body as a let-series (A-normalised again if needed).
+    fn body_series(&mut self, body: &E) -> R<(Vec<Bind>, E)> {
+        let b = self.t.refresh(body);
+        if let Some(s) = series(&b) {
+            return Ok(s);
+        }
+        let a = {
+            let mut fr = self.t.fresher();
+            anf::anormal::anormalise(&b, &mut fr)
+        };
+        match series(&a) {
+            Some(s) => Ok(s),
+            None => self.err("a loop body that is not a let-series (internal)"),
+        }
+    }
+
+    /// One reverse iteration as `λs. …` over the state `(k, carried…, extras…)`: `body` emits the
+    /// iteration for index `i` given the extras and returns the new extras. The carried
+    /// variables' adjoints are decomposed from the state and materialised back into it.
+    fn loop_lambda(
+        &mut self,
+        n: &E,
+        down: bool,
+        carried: &[LocalId],
+        extras_ty: &[Type],
+        body: &mut dyn FnMut(&mut Self, &mut Vec<Bind>, &E, Vec<E>) -> R<Vec<E>>,
+    ) -> R<E> {
+        let mut tys = vec![Type::Int];
+        tys.extend(carried.iter().map(|c| self.tys[c].1.clone()));
+        tys.extend(extras_ty.iter().cloned());
+        let sty = Type::tuple(tys);
+        let sid = self.t.fresh();
+        let s = var(sid, &"s".into(), &sty);
+        let mut bo = Vec::new();
+        let k = self.emit(&mut bo, "k", proj(&s, 0));
+        let saved = std::mem::take(&mut self.adj);
+        for (j, c) in carried.iter().enumerate() {
+            let v = self.emit(&mut bo, "d", proj(&s, 1 + j));
+            if let Some(a) = self.decompose(&mut bo, &v, true)? {
+                self.adj.insert(*c, a);
+            }
+        }
+        let extras: Vec<E> =
+            (0..extras_ty.len()).map(|j| self.emit(&mut bo, "e", proj(&s, 1 + carried.len() + j))).collect();
+        let i = if down {
+            let m = self.emit(&mut bo, "m", bin(BinOp::Sub, n, &int(1), Type::Int));
+            self.emit(&mut bo, "i", bin(BinOp::Sub, &m, &k, Type::Int))
+        } else {
+            k.clone()
+        };
+        let new_extras = body(self, &mut bo, &i, extras)?;
+        let mut res = vec![bin(BinOp::Add, &k, &int(1), Type::Int)];
+        for c in carried {
+            let a = self.adj.remove(c);
+            let pv = self.var_of(*c);
+            let ty = pv.ty.clone();
+            res.push(self.materialize(&mut bo, a, &ty, &pv)?);
+        }
+        res.extend(new_extras);
+        self.adj = saved;
+        let res = tuple(res);
+        let bo = dce(bo, &res);
+        Ok(lam(sid, &"s".into(), &sty, lets(bo, res)))
+    }
+
+    /// Runs a reverse loop: the state is built from the carried adjoints (and `extras`), the
+    /// adjoints after the loop are decomposed back; the final extras' atoms.
+    fn run_loop(&mut self, out: &mut Vec<Bind>, n: &E, body: E, carried: &[LocalId], extras: Vec<E>) -> R<Vec<E>> {
+        let mut init = vec![int(0)];
+        for c in carried {
+            let a = self.adj.remove(c);
+            let pv = self.var_of(*c);
+            let ty = pv.ty.clone();
+            let v = self.materialize(out, a, &ty, &pv)?;
+            init.push(v);
+        }
+        let ne = extras.len();
+        init.extend(extras);
+        let init = tuple(init);
+        let sty = init.ty.clone();
+        let fin = self.emit(out, "r", call(Builtin::Iterate, &[n.clone(), body, init], sty));
+        for (j, c) in carried.iter().enumerate() {
+            let v = self.emit(out, "d", proj(&fin, 1 + j));
+            if let Some(a) = self.decompose(out, &v, true)? {
+                self.adj.insert(*c, a);
+            }
+        }
+        Ok((0..ne).map(|j| self.emit(out, "d", proj(&fin, 1 + carried.len() + j))).collect())
+    }
+
+    /// Seeds the result of a recomputed series with `seed`, then runs its reverse.
+    fn seed_and_reverse(&mut self, bo: &mut Vec<Bind>, binds: &[Bind], res: &E, seed: Option<Adj>) -> R<()> {
+        if let Some(a) = seed {
+            self.add(bo, res, a)?;
+        }
+        self.reverse(bo, binds)
+    }
+
+    /// `map f xs`, `zipWith f xs ys`, `build n f`: elementwise; the reverse loop recomputes each
+    /// element's primal and runs the body's reverse with the element of the result's adjoint.
+    fn rev_elementwise(&mut self, out: &mut Vec<Bind>, b: Builtin, args: &[E], z: &E, g: Adj) -> R<()> {
+        let Adj::A(gz) = g else { return self.err("a gradient through an array of arrays or tuples") };
+        let (f, arrays): (&E, Vec<E>) = match b {
+            Builtin::Map => (&args[0], vec![args[1].clone()]),
+            Builtin::ZipWith => (&args[0], vec![args[1].clone(), args[2].clone()]),
+            _ => (&args[1], vec![]),
+        };
+        let lamf = self.lam_of(f)?;
+        let arity = if b == Builtin::ZipWith { 2 } else { 1 };
+        let n = match b {
+            Builtin::Build => args[0].clone(),
+            _ => self.emit(out, "n", call(Builtin::Len, &[arrays[0].clone()], Type::Int)),
+        };
+        let mut refs: Vec<&E> = vec![&lamf];
+        refs.extend(arrays.iter());
+        let carried = self.captures(&refs);
+        let zt = z.ty.clone();
+        let _ = zt;
+        let lam_rev = self.loop_lambda(&n, false, &carried, &[], &mut |ad, bo, i, _| {
+            let (ps, bb, res) = ad.fresh_lam(&lamf, arity)?;
+            let mut binds = Vec::new();
+            if b == Builtin::Build {
+                ad.bind_pat(&mut binds, &ps[0], i.clone())?;
+            } else {
+                for (p, a) in ps.iter().zip(&arrays) {
+                    let id = ad.t.fresh();
+                    let rhs = index(a, i);
+                    binds.push(Bind { id, name: "x".into(), ty: rhs.ty.clone(), rhs });
+                    let x = var(id, &"x".into(), &binds.last().unwrap().ty);
+                    ad.bind_pat(&mut binds, p, x)?;
+                }
+            }
+            binds.extend(bb);
+            ad.forward(bo, &binds)?;
+            let gi = ad.emit(bo, "g", index(&gz, i));
+            ad.seed_and_reverse(bo, &binds, &res, Some(Adj::R(gi)))?;
+            Ok(vec![])
+        })?;
+        self.run_loop(out, &n, lam_rev, &carried, vec![])?;
+        Ok(())
+    }
+
+    /// Forward phase of an active `fold f z xs` / `iterate n f z`: builds its reverse loop now,
+    /// and tapes the carry when that reverse reads it.
+    fn loop_forward(&mut self, out: &mut Vec<Bind>, b: &Bind, bi: Builtin, args: &[E]) -> R<()> {
+        let fold = bi == Builtin::Fold;
+        let (f, z0) = if fold { (&args[0], &args[1]) } else { (&args[1], &args[2]) };
+        let xs = if fold { Some(args[2].clone()) } else { None };
+        let lamf = self.lam_of(f)?;
+        let arity = if fold { 2 } else { 1 };
+        let n = match &xs {
+            Some(xs) => self.emit(out, "n", call(Builtin::Len, std::slice::from_ref(xs), Type::Int)),
+            None => args[0].clone(),
+        };
+        let bty = b.ty.clone();
+        let tape_id = self.t.fresh();
+        let tape_ty = Type::array(bty.clone());
+        let tape = var(tape_id, &"tape".into(), &tape_ty);
+        let mut refs: Vec<&E> = vec![&lamf];
+        if let Some(xs) = &xs {
+            refs.push(xs);
+        }
+        let carried = self.captures(&refs);
+        let acc_active = self.active.contains(&b.id);
+        let body_rev = self.loop_lambda(&n, true, &carried, std::slice::from_ref(&bty), &mut |ad, bo, i, extras| {
+            let (ps, bb, res) = ad.fresh_lam(&lamf, arity)?;
+            let mut binds = Vec::new();
+            let aid = ad.t.fresh();
+            // Not part of the series: the reverse must not consume the carry's adjoint at it.
+            bo.push(Bind { id: aid, name: "a".into(), ty: bty.clone(), rhs: index(&tape, i) });
+            let a = var(aid, &"a".into(), &bty);
+            ad.tys.insert(aid, ("a".into(), bty.clone()));
+            if acc_active {
+                ad.active.insert(aid);
+            }
+            ad.bind_pat(&mut binds, &ps[0], a.clone())?;
+            if let Some(xs) = &xs {
+                let id = ad.t.fresh();
+                let rhs = index(xs, i);
+                binds.push(Bind { id, name: "x".into(), ty: rhs.ty.clone(), rhs });
+                let x = var(id, &"x".into(), &binds.last().unwrap().ty);
+                ad.bind_pat(&mut binds, &ps[1], x)?;
+            }
+            binds.extend(bb);
+            ad.forward(bo, &binds)?;
+            let seed = ad.decompose(bo, &extras[0], true)?;
+            ad.seed_and_reverse(bo, &binds, &res, seed)?;
+            let ga = ad.adj.remove(&aid);
+            Ok(vec![ad.materialize(bo, ga, &bty, &a)?])
+        })?;
+        let mut fv = FxHashSet::default();
+        free_locals(&body_rev, &mut fv);
+        let taped = fv.contains(&tape_id);
+        if taped && holds_array(&bty) {
+            return self.err("a gradient through a loop whose carried value holds arrays and is read by its reverse");
+        }
+        if taped {
+            // iterate n (λ(k, tape, acc). (k + 1, tapeSet' tape k acc, f acc xs.[k])) (0, tape' n, z)
+            let t0 = self.emit(out, "tape", call(Builtin::TapeNew, std::slice::from_ref(&n), tape_ty.clone()));
+            let sty = Type::tuple(vec![Type::Int, tape_ty.clone(), bty.clone()]);
+            let sid = self.t.fresh();
+            let s = var(sid, &"s".into(), &sty);
+            let mut bo = Vec::new();
+            let k = self.emit(&mut bo, "k", proj(&s, 0));
+            let tp = self.emit(&mut bo, "tp", proj(&s, 1));
+            let acc = self.emit(&mut bo, "acc", proj(&s, 2));
+            let tp2 = self.emit(&mut bo, "tp", call(Builtin::TapeSet, &[tp, k.clone(), acc.clone()], tape_ty.clone()));
+            let (ps, bb, res) = self.fresh_lam(&lamf, arity)?;
+            let mut binds = Vec::new();
+            self.bind_pat(&mut binds, &ps[0], acc)?;
+            if let Some(xs) = &xs {
+                let x = self.emit(&mut bo, "x", index(xs, &k));
+                self.bind_pat(&mut binds, &ps[1], x)?;
+            }
+            binds.extend(bb);
+            bo.extend(binds);
+            let next = tuple(vec![bin(BinOp::Add, &k, &int(1), Type::Int), tp2, res]);
+            let step = lam(sid, &"s".into(), &sty, lets(bo, next));
+            let init = tuple(vec![int(0), t0, z0.clone()]);
+            let fin = self.emit(out, "s", call(Builtin::Iterate, &[n.clone(), step, init], sty));
+            out.push(Bind { id: tape_id, name: "tape".into(), ty: tape_ty, rhs: proj(&fin, 1) });
+            out.push(Bind { id: b.id, name: b.name.clone(), ty: bty.clone(), rhs: proj(&fin, 2) });
+        } else {
+            out.push(b.clone());
+        }
+        self.tys.insert(tape_id, ("tape".into(), Type::array(bty)));
+        self.loops.insert(b.id, LoopRev { body: body_rev, carried, n, init: z0.clone() });
+        Ok(())
+    }
+
+    /// Reverse of `fold`/`iterate`: the loop made by `loop_forward`, downwards from the last
+    /// iteration, carrying the adjoint of the carry; it ends as the adjoint of the initial value.
+    fn rev_fold(&mut self, out: &mut Vec<Bind>, z: &Bind, g: Adj) -> R<()> {
+        let Some(lr) = self.loops.remove(&z.id) else {
+            return self.err("a loop whose forward phase was not recorded (internal)");
+        };
+        let zv = z.var();
+        let gc = self.materialize(out, Some(g), &z.ty, &zv)?;
+        let fin = self.run_loop(out, &lr.n, lr.body, &lr.carried, vec![gc])?;
+        if let Some(a) = self.decompose(out, &fin[0], true)? {
+            self.add(out, &lr.init, a)?;
+        }
+        Ok(())
+    }
+
+    /// `if c then L1 else L2`: the branch taken, recomputed, then its reverse; the adjoints of the
+    /// variables either branch uses leave the `if` as a tuple.
+    fn rev_if(&mut self, out: &mut Vec<Bind>, c: &E, l1: &E, l2: &E, z: &E, g: Adj) -> R<()> {
+        let carried = self.captures(&[l1, l2]);
+        let gz = self.materialize(out, Some(g), &z.ty.clone(), z)?;
+        let mut inits = Vec::new();
+        for id in &carried {
+            let a = self.adj.remove(id);
+            let pv = self.var_of(*id);
+            let ty = pv.ty.clone();
+            inits.push(self.materialize(out, a, &ty, &pv)?);
+        }
+        let mut branches = Vec::new();
+        for l in [l1, l2] {
+            let saved = std::mem::take(&mut self.adj);
+            let mut bo = Vec::new();
+            for (id, v) in carried.iter().zip(&inits) {
+                if let Some(a) = self.decompose(&mut bo, v, true)? {
+                    self.adj.insert(*id, a);
+                }
+            }
+            let (binds, res) = self.body_series(l)?;
+            self.forward(&mut bo, &binds)?;
+            let seed = self.decompose(&mut bo, &gz, true)?;
+            self.seed_and_reverse(&mut bo, &binds, &res, seed)?;
+            let mut outs = Vec::new();
+            for id in &carried {
+                let a = self.adj.remove(id);
+                let pv = self.var_of(*id);
+                let ty = pv.ty.clone();
+                outs.push(self.materialize(&mut bo, a, &ty, &pv)?);
+            }
+            self.adj = saved;
+            let res = tuple(outs);
+            let bo = dce(bo, &res);
+            branches.push(lets(bo, res));
+        }
+        let e2 = branches.pop().unwrap();
+        let e1 = branches.pop().unwrap();
+        let r = self.emit(out, "r", if_(c, e1, e2));
+        for (j, id) in carried.iter().enumerate() {
+            let v = self.emit(out, "d", proj(&r, j));
+            if let Some(a) = self.decompose(out, &v, true)? {
+                self.adj.insert(*id, a);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn holds_array(t: &Type) -> bool {
+    match t {
+        Type::Array(_) => true,
+        Type::Tuple(ts) => ts.iter().any(holds_array),
+        _ => false,
+    }
+}
