@@ -5,6 +5,13 @@
 //! derivative and the higher-order constructs (closures capturing variables, let-bound functions,
 //! iterate, array maps and folds, function-typed inputs with function changes).
 //!
+//! A case is *substantive* when the total derivative (after nil propagation and simplification)
+//! still reads the input or its change, and the change alters the output; a case that is not is
+//! resampled (a few times at most), and every input type must reach a floor of substantive cases —
+//! including `Map Int (Bag Int)` inputs through nested `foldMap`/`foldBag`, pair inputs (tuple
+//! changes) and function inputs (function changes). Every tenth case also sends a stream of 10–50
+//! changes through the incremental driver, each step compared with recomputation.
+//!
 //! Seeded and deterministic; `NABLA_ILC_SEED=n` picks another seed, `NABLA_ILC_CASES=n` another count.
 
 use std::collections::BTreeMap;
@@ -24,6 +31,9 @@ fn theorem_3_11_on_generated_programs() {
     frontend::with_big_stack(move || run(seed, cases));
 }
 
+/// Programs drawn at most per case until one is substantive.
+const RESAMPLE: usize = 20;
+
 fn run(seed: u64, cases: usize) {
     let mut rng = Rng::new(seed);
     let mut checked = 0;
@@ -31,17 +41,44 @@ fn run(seed: u64, cases: usize) {
     let mut coverage: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut paths = [0usize; 2];
     let mut attempts = 0;
+    let mut substantive: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let (mut nested_map_bag, mut streams, mut stream_steps) = (0, 0, 0);
+    let mut tries = 0;
+    let mut input_ty = Ty::Int;
     while checked < cases {
         attempts += 1;
-        assert!(attempts < cases * 4, "too many generated programs fail on their own ({skipped} skipped)");
-        let case = Case::generate(&mut rng);
+        assert!(attempts < cases * RESAMPLE * 4, "too many generated programs fail on their own ({skipped} skipped)");
+        // The input type is drawn once per case and kept while resampling, so every type gets
+        // its share of substantive cases.
+        if tries == 0 {
+            input_ty =
+                *rng.pick(&[Ty::Int, Ty::Real, Ty::Bool, Ty::Bag, Ty::MapII, Ty::MapIB, Ty::Pair, Ty::Arr, Ty::Fun]);
+        }
+        let mut case = Case::generate(&mut rng, input_ty);
+        if checked % 10 == 0 {
+            case.stream = 10 + rng.below(41);
+            case.stream_seed = rng.next();
+        }
         if std::env::var_os("NABLA_ILC_TRACE").is_some() {
             eprintln!("--- case {checked}\n{}", case.describe());
         }
         match case.check() {
-            Outcome::Checked(path) => {
+            Outcome::Checked { substantive: false, .. } if tries + 1 < RESAMPLE => tries += 1,
+            Outcome::Checked { path, substantive: sub, steps } => {
+                tries = 0;
                 checked += 1;
                 paths[path as usize] += 1;
+                if steps > 0 {
+                    streams += 1;
+                    stream_steps += steps;
+                }
+                if sub {
+                    *substantive.entry(case.input_ty.surface()).or_default() += 1;
+                    if case.input_ty == Ty::MapIB && case.source.contains("foldMap") && case.source.contains("foldBag")
+                    {
+                        nested_map_bag += 1;
+                    }
+                }
                 let text = format!("{}{}", case.source, case.change);
                 for name in PRIMITIVES {
                     if text.contains(name) {
@@ -49,7 +86,10 @@ fn run(seed: u64, cases: usize) {
                     }
                 }
             }
-            Outcome::Skipped => skipped += 1,
+            Outcome::Skipped => {
+                skipped += 1;
+                tries = 0;
+            }
             Outcome::Failed(msg) => panic!("seed {seed}, case {checked}:\n{}\n{msg}", case.describe()),
         }
     }
@@ -59,6 +99,23 @@ fn run(seed: u64, cases: usize) {
     }
     // Both of the driver's paths are exercised (the total one by foreign-group and mixed changes).
     assert!(paths[0] >= cases / 10 && paths[1] >= 5, "driver paths (fast, total): {paths:?}");
+    // A floor of substantive cases for every input type (each type is drawn for about a ninth of
+    // the cases).
+    let total: usize = substantive.values().sum();
+    eprintln!(
+        "{total} of {checked} cases substantive: {substantive:?}; {nested_map_bag} on Map Int (Bag Int) through nested \
+         foldMap/foldBag; {streams} streams of {stream_steps} changes"
+    );
+    for ty in [Ty::Int, Ty::Real, Ty::Bool, Ty::Bag, Ty::MapII, Ty::MapIB, Ty::Pair, Ty::Arr, Ty::Fun] {
+        let n = substantive.get(ty.surface()).copied().unwrap_or(0);
+        assert!(n * 9 * 3 >= cases, "only {n} substantive cases with input type {}: {substantive:?}", ty.surface());
+    }
+    assert!(total * 4 >= cases * 3, "only {total} of {cases} cases are substantive");
+    assert!(
+        nested_map_bag * 100 >= cases,
+        "only {nested_map_bag} substantive Map Int (Bag Int) cases through foldMap/foldBag"
+    );
+    assert!(streams * 20 >= cases, "only {streams} change streams");
 }
 
 /// Names whose presence in checked programs the test requires (each at least three times).
@@ -107,7 +164,13 @@ const PRIMITIVES: &[&str] = &[
 ];
 
 enum Outcome {
-    Checked(Path),
+    /// Checked; `substantive` when the derivative reads the input or its change and the change
+    /// alters the output; `steps` changes of a stream checked after it.
+    Checked {
+        path: Path,
+        substantive: bool,
+        steps: usize,
+    },
     /// `f a` or `f (a ⊕ da)` fails on its own (e.g. a huge `iterate`): nothing to compare.
     Skipped,
     Failed(String),
@@ -118,21 +181,38 @@ struct Case {
     input_ty: Ty,
     input: String,
     change: String,
+    /// How many further changes to send through the driver after the first (0: none).
+    stream: usize,
+    stream_seed: u64,
 }
 
 impl Case {
-    fn generate(rng: &mut Rng) -> Case {
-        let input_ty =
-            *rng.pick(&[Ty::Int, Ty::Real, Ty::Bool, Ty::Bag, Ty::MapII, Ty::MapIB, Ty::Pair, Ty::Arr, Ty::Fun]);
-        let out_ty = *rng.pick(&[Ty::Int, Ty::Real, Ty::Bool, Ty::Bag, Ty::MapII, Ty::MapIB, Ty::Pair, Ty::Arr]);
+    fn generate(rng: &mut Rng, input_ty: Ty) -> Case {
+        let mut out_ty = *rng.pick(&[Ty::Int, Ty::Real, Ty::Bool, Ty::Bag, Ty::MapII, Ty::MapIB, Ty::Pair, Ty::Arr]);
+        let nested = input_ty == Ty::MapIB && rng.below(3) == 0;
         let mut g = Gen { rng, fresh: 0 };
         let env = vec![("x".to_string(), input_ty)];
-        let body = g.expr(out_ty, &env, 4);
+        let body = if nested {
+            // The input through nested foldMap/foldBag (the histogram's shape).
+            let env2 = Gen::with(&Gen::with(&env, "k0", Ty::Int), "y0", Ty::Int);
+            let inner = g.expr(Ty::Int, &env2, 3);
+            if g.rng.below(2) == 0 {
+                out_ty = Ty::Int;
+                format!("foldMap bagGroup intGroup (fun k0 b0 -> foldBag intGroup (fun y0 -> {inner}) b0) x")
+            } else {
+                out_ty = Ty::MapII;
+                format!(
+                    "foldMap bagGroup (mapGroup intGroup) (fun k0 b0 -> singletonMap k0 (foldBag intGroup (fun y0 -> {inner}) b0)) x"
+                )
+            }
+        } else {
+            g.expr(out_ty, &env, 4)
+        };
         let source =
             format!("def f (x : {}) : {} =\n  {body}\ndef df = derive f\n", input_ty.surface(), out_ty.surface());
         let input = g.value(input_ty);
         let change = g.change(input_ty, &input);
-        Case { source, input_ty, input, change }
+        Case { source, input_ty, input, change, stream: 0, stream_seed: 0 }
     }
 
     fn describe(&self) -> String {
@@ -232,6 +312,12 @@ impl Case {
         let free_inputs = adjoint::incremental::term::free_locals_typed(&strip(&d.fast, d.inputs.len()))
             .iter()
             .any(|(_, id, _)| d.inputs.iter().any(|(_, x)| x == id));
+        // Does the total derivative still read the input or its change?
+        let binders = binder_ids(&d.total, 2 * d.inputs.len());
+        let reads_input = adjoint::incremental::term::free_locals_typed(&strip(&d.total, d.inputs.len()))
+            .iter()
+            .any(|(_, id, _)| binders.contains(id));
+        let substantive = reads_input && !same(&lhs, &out);
         if d.report.self_maintainable == free_inputs {
             return Outcome::Failed(format!(
                 "the analysis says self-maintainable = {}, but after DCE the inputs are {}free",
@@ -244,7 +330,7 @@ impl Case {
             Err(e) => return Outcome::Failed(format!("the driver cannot start: {}", e.message)),
         };
         state.reserve_locals(next_a.max(next_da));
-        let path = match state.update(da) {
+        let path = match state.update(da.clone()) {
             Ok(p) => p,
             Err(e) => return Outcome::Failed(format!("the driver's update fails: {}", e.message)),
         };
@@ -254,8 +340,64 @@ impl Case {
                 state.output()
             ));
         }
-        Outcome::Checked(path)
+        // A stream of changes, each applied by the driver and compared with recomputation. (A
+        // function input prints as `<fun>`, which is no literal to write changes against.)
+        let mut steps = 0;
+        if self.stream > 0 && self.input_ty != Ty::Fun {
+            let mut rng = Rng::new(self.stream_seed);
+            let Ok(mut cur) = it.oplus(&a, &da, &ty, span) else { return Outcome::Skipped };
+            for step in 0..self.stream {
+                let text = Gen { rng: &mut rng, fresh: 0 }.change(self.input_ty, &format!("({cur})"));
+                let (dv, next) = match literal(&text, &Type::delta(&ty), 0) {
+                    Ok(v) => v,
+                    Err(d) => {
+                        return Outcome::Failed(format!("stream change {step} `{text}` does not check: {}", d.message))
+                    }
+                };
+                runtime::interp::incremental::reserve_locals(&mut it, next);
+                state.reserve_locals(next);
+                let Ok(new) = it.oplus(&cur, &dv, &ty, span) else { break };
+                let Ok(want) = it.apply(&f, new.clone(), span) else { break };
+                if !finite(&want) {
+                    break;
+                }
+                if let Err(e) = state.update(dv) {
+                    return Outcome::Failed(format!(
+                        "stream change {step} `{text}`: the driver's update fails: {}",
+                        e.message
+                    ));
+                }
+                if !same(state.output(), &want) {
+                    return Outcome::Failed(format!(
+                        "stream change {step} `{text}` to input {cur}: the driver's output is {} but f of the new input is {want}",
+                        state.output()
+                    ));
+                }
+                cur = new;
+                steps += 1;
+            }
+        }
+        Outcome::Checked { path, substantive, steps }
     }
+}
+
+/// The local ids bound by the first `n` leading λs of `e` (plain variable patterns only).
+fn binder_ids(e: &frontend::syntax::E, n: usize) -> Vec<frontend::syntax::LocalId> {
+    use frontend::syntax::{ExprKind, PatKind};
+    let mut ids = Vec::new();
+    let mut cur = e.clone();
+    for _ in 0..n {
+        match &cur.kind {
+            ExprKind::Lam(p, b) => {
+                if let PatKind::Var(_, id) = &p.kind {
+                    ids.push(*id);
+                }
+                cur = b.clone();
+            }
+            _ => break,
+        }
+    }
+    ids
 }
 
 /// The body under the derivative's `2n` leading binders (inputs and their changes).

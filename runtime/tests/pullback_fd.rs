@@ -1,4 +1,4 @@
-//! Gradients from the paper's reduction strategy agree with central finite differences on 200
+//! Gradients from the paper's reduction strategy agree with central finite differences on 150
 //! random well-typed first-order programs per run (seeded; `NABLA_FD_SEED` picks another seed,
 //! `NABLA_FD_PROGRAMS` another count). The programs use every Real primitive, variable exponents
 //! (`x ^ y` in `y`), negative denominators and both arguments of `max`/`min`; a program whose value
@@ -17,7 +17,7 @@ mod pullback_gen;
 use pullback_gen::{eval, lit, program, reals, Options, Rng};
 
 /// Programs per run (`NABLA_FD_PROGRAMS` overrides it for longer runs).
-const PROGRAMS: usize = 200;
+const PROGRAMS: usize = 150;
 const H: f64 = 1e-4;
 /// Programs drawn at most per test case until every partial derivative is non-zero.
 const RESAMPLE: usize = 6;
