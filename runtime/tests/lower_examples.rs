@@ -1,7 +1,7 @@
 //! Lowering over the example programs: IR snapshots of the paper's examples, and for every example
 //! that compiles, the verifier accepts its IR and the printer/parser round-trips it.
 //!
-//! `UPDATE_EXPECT=1 cargo test -p anf --test lower_examples` rewrites the snapshots.
+//! `UPDATE_EXPECT=1 cargo test -p runtime --test lower_examples` rewrites the snapshots.
 
 use std::path::{Path, PathBuf};
 
@@ -30,6 +30,14 @@ fn lower_main(src: &str) -> Result<ir::Module, NoIr> {
         let program = frontend::check_source(&src).map_err(|d| NoIr::Error(d.message))?;
         let root = program.lookup("main").ok_or(NoIr::Error("no main".into()))?;
         let mono = anf::mono::monomorphise(&program, root).map_err(|d| NoIr::Error(d.message))?;
+        // The engine's pipeline before lowering: reverse mode's sites become ordinary terms
+        // (a site the transform does not compile yet is named), then ILC's `derive` is expanded.
+        let mono = match adjoint::reverse::transform(&mono) {
+            Ok(Some(t)) => t,
+            Ok(None) => mono,
+            Err(nc) => return Err(NoIr::NotCompiledYet(format!("{} is not compiled yet", nc.what))),
+        };
+        let mono = adjoint::incremental::expand(&mono).map_err(|d| NoIr::Error(d.message))?;
         let named = lower::unsupported(&mono);
         match lower::lower(&mono, &LowerOptions::default()) {
             Ok(lowered) => match named {
