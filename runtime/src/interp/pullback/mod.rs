@@ -97,7 +97,14 @@ pub fn builtin(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: S
             reduce_to_value(it, &t, None, span)
         }
         Builtin::Grad => gradient(it, back(0), real(1.0), back(1), span),
-        Builtin::Vjp => gradient(it, back(0), back(2), back(1), span),
+        Builtin::Vjp => {
+            // A cotangent must have the output's shape: say so at the `vjp`, with both lengths.
+            let y = it.apply(&args[0], args[1].clone(), span)?;
+            if let Some(m) = cotangent_mismatch(&y, &args[2]) {
+                return Err(Diagnostic::error(span, format!("vjp: {m}")));
+            }
+            gradient(it, back(0), back(2), back(1), span)
+        }
         Builtin::Jacobian => {
             let y = it.apply(&args[0], args[1].clone(), span)?;
             let Value::Array(ys) = &y else { return Err(Diagnostic::error(span, "internal: jacobian of a non-array")) };
@@ -111,6 +118,49 @@ pub fn builtin(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: S
         }
         _ => Err(Diagnostic::error(span, format!("internal: `{}` is not a dual builtin", b.name()))),
     }
+}
+
+/// Why a cotangent `c` cannot pair with an output `y` (array lengths differ somewhere), if it
+/// cannot: `the output has length 2 but the cotangent has length 1` (with the component's path
+/// when it is inside tuples or arrays). Discrete components pair with anything.
+pub fn cotangent_mismatch(y: &Value, c: &Value) -> Option<String> {
+    fn go(y: &Value, c: &Value, path: &mut Vec<String>) -> Option<String> {
+        match (y, c) {
+            (Value::Array(ys), Value::Array(cs)) => {
+                if ys.len() != cs.len() {
+                    let at = if path.is_empty() { String::new() } else { format!(" at {}", path.join(", ")) };
+                    return Some(format!(
+                        "the cotangent does not match the function's output{at}: the output has length {} but the \
+                         cotangent has length {}",
+                        ys.len(),
+                        cs.len()
+                    ));
+                }
+                for (i, (a, b)) in ys.iter().zip(cs.iter()).enumerate() {
+                    path.push(format!("element {i}"));
+                    let r = go(a, b, path);
+                    path.pop();
+                    if r.is_some() {
+                        return r;
+                    }
+                }
+                None
+            }
+            (Value::Tuple(ys), Value::Tuple(cs)) => {
+                for (i, (a, b)) in ys.iter().zip(cs.iter()).enumerate() {
+                    path.push(format!("component {}", i + 1));
+                    let r = go(a, b, path);
+                    path.pop();
+                    if r.is_some() {
+                        return r;
+                    }
+                }
+                None
+            }
+            _ => None,
+        }
+    }
+    go(y, c, &mut Vec::new())
 }
 
 /// How a term value prints (LANGUAGE.md §7): a first-order dual as its vector and `*` (a zero
