@@ -283,6 +283,14 @@ impl<'p> Mono<'p> {
                 if !matching(&pb.generic, &use_ty, &mut s2) {
                     return Err(Diagnostic::error(e.span, "internal: inconsistent use of a polymorphic let"));
                 }
+                // Variables of the pattern this binder's use does not fix (another component's,
+                // `let (total, count) = fold … (0.0, 0) …` used at `total`) cannot change its
+                // value: they default to Int, which satisfies every class, as an unused let does.
+                p.ty.visit(&mut |t| {
+                    if let Type::Var(v) = t {
+                        s2.entry(*v).or_insert(Type::Int);
+                    }
+                });
                 let rhs2 = self.expr(rhs, &s2, scope)?;
                 let pat2 = self.instance_pattern(p, id, new_id, &s2);
                 let ty = result.ty.clone();
