@@ -753,6 +753,11 @@ impl Infer {
                         self.expect(&b2.ty, &a2.ty, b.span)?;
                         a2.ty.clone()
                     }
+                    BinOp::Rem => {
+                        self.expect(&a2.ty, &Type::Int, a.span)?;
+                        self.expect(&b2.ty, &Type::Int, b.span)?;
+                        Type::Int
+                    }
                     BinOp::Pow => {
                         self.expect(&a2.ty, &Type::Real, a.span)?;
                         self.expect(&b2.ty, &Type::Real, b.span)?;

@@ -107,7 +107,7 @@ impl Sym {
         match self {
             Sym::Prim(b, t) => final_result(t, b.arity()),
             Sym::Op(op, t) => match op {
-                BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Pow => t.clone(),
+                BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem | BinOp::Pow => t.clone(),
                 _ => Type::Bool,
             },
             Sym::Index(t) => match t {
