@@ -55,6 +55,8 @@ pub fn is_prim(b: Builtin) -> bool {
             | B::Max
             | B::Min
             | B::ToReal
+            | B::Floor
+            | B::Round
             | B::Sum
             | B::Dot
             | B::Len
@@ -421,6 +423,8 @@ impl Sym {
                         0.0
                     })],
                     B::Neg => vec![Some(-1.0)],
+                    // Reductions 4, 5 (J of a primitive of F): floor, round are constant between kinks; 0 at them too.
+                    B::Floor | B::Round => vec![Some(0.0)],
                     // A tie goes to the first argument, as `max` itself does.
                     B::Max => {
                         let y = r(ps.get(1)?)?;
@@ -500,6 +504,8 @@ impl Sym {
                     B::Max => cond(gt(ps[1].clone(), x), ts[1].clone(), dx),
                     B::Min => cond(lt(ps[1].clone(), x), ts[1].clone(), dx),
                     B::ToReal => zero(&Type::Real),
+                    // Rule J (a primitive's derivative as a term): floor, round have derivative 0.
+                    B::Floor | B::Round => zero(&Type::Real),
                     B::Sum => app(&builtin(B::Sum, ty.clone()), dx),
                     B::Dot => {
                         let dot = |a: E, b: E| app_n(&builtin(B::Dot, ty.clone()), vec![a, b]);
