@@ -253,6 +253,14 @@ impl Gen {
             6 => {
                 let n = if self.rng.chance(90) { self.rng.range(0, 4).to_string() } else { self.int_lit() };
                 let f = self.expr(&fun(t.clone(), t.clone()), d);
+                if self.rng.chance(30) {
+                    // `while` counting to n (a negative n: no iteration).
+                    let p = self.name("p");
+                    return format!(
+                        "((while (fun ({p} : Int * ({t})) -> {p}.1 < {n}) (fun ({p} : Int * ({t})) -> ({p}.1 + 1, {f} {p}.2)) (0, {})).2)",
+                        self.expr(t, d)
+                    );
+                }
                 return format!("(iterate {n} {f} {})", self.expr(t, d));
             }
             _ => {}
