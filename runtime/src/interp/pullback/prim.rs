@@ -1,7 +1,7 @@
 //! Function symbols — the paper's F, the "easily differentiable" functions — and their Jacobians.
 //!
 //! F holds the Real primitives (`+ - * / ^ neg sin cos tan exp log sqrt tanh sigmoid abs max min
-//! toReal`), the first-order array primitives (`sum`, `dot`, `.[i]`, `len`), and every definition
+//! toReal floor round`), the first-order array primitives (`sum`, `dot`, `.[i]`, `len`), and every definition
 //! of first-order type `s -> t` (so `g`, `mult` and `pow2` of Example 3.1 are symbols, as in the
 //! paper). Each symbol has a value (reduction 3), a Jacobian along a tangent (reduction 4), a
 //! transposed Jacobian (reduction 5), and — for nested differentiation, which differentiates
