@@ -266,9 +266,9 @@ impl Gen {
             _ => {}
         }
         match t {
-            Ty::Int => match self.rng.below(13) {
+            Ty::Int => match self.rng.below(14) {
                 0..=2 => {
-                    let op = ["+", "-", "*", "/"][self.rng.below(4) as usize];
+                    let op = ["+", "-", "*", "/", "%"][self.rng.below(5) as usize];
                     format!("({} {op} {})", self.expr(t, d), self.expr(t, d))
                 }
                 3 => {
@@ -293,6 +293,8 @@ impl Gen {
                     format!("({f} {} {})", self.expr(t, d), self.expr(t, d))
                 }
                 8 => format!("(lookup intGroup {} {})", self.expr(t, d), self.expr(&Ty::Map, d)),
+                // NaN and out-of-range values are errors both engines must report alike.
+                13 => format!("(toInt {})", self.expr(&Ty::Real, d)),
                 9 => {
                     let (k, v) = (self.name("k"), self.name("w"));
                     self.env.push((k.clone(), Ty::Int));
@@ -326,7 +328,8 @@ impl Gen {
                 }
                 3 => format!("(toReal {})", self.expr(&Ty::Int, d)),
                 4 => {
-                    let f = ["sin", "cos", "exp", "sqrt", "tanh", "sigmoid", "abs", "log"][self.rng.below(8) as usize];
+                    let f = ["sin", "cos", "exp", "sqrt", "tanh", "sigmoid", "abs", "log", "floor", "round"]
+                        [self.rng.below(10) as usize];
                     format!("({f} {})", self.expr(t, d))
                 }
                 5 => format!("({} ^ {})", self.expr(t, d), self.expr(t, d)),
@@ -349,6 +352,11 @@ impl Gen {
                     format!("({} {op} {})", self.expr(t, d), self.expr(t, d))
                 }
                 3 => format!("(not {})", self.expr(t, d)),
+                4 if self.rng.chance(50) => {
+                    let u = [Ty::Bag, Ty::Map][self.rng.below(2) as usize].clone();
+                    let op = ["==", "!="][self.rng.below(2) as usize];
+                    format!("({} {op} {})", self.expr(&u, d), self.expr(&u, d))
+                }
                 _ => self.leaf(t),
             },
             Ty::Pair(a, b) => match self.rng.below(4) {
