@@ -45,6 +45,9 @@ builtins! {
     Max = "max" : "'a -> 'a -> 'a" ["a": NUM];
     Min = "min" : "'a -> 'a -> 'a" ["a": NUM];
     ToReal = "toReal" : "Int -> Real";
+    Floor = "floor" : "Real -> Real";
+    Round = "round" : "Real -> Real";
+    ToInt = "toInt" : "Real -> Int";
     // Arrays.
     Build = "build" : "Int -> (Int -> 'a) -> Array 'a";
     Len = "len" : "Array 'a -> Int";

@@ -321,6 +321,9 @@ pub enum TrapCode {
     /// An ILC derivative primitive needs a base value that dead-code elimination removed (the
     /// incremental driver then runs the total derivative).
     NeedsBase = 14,
+    /// `toInt` of NaN or of a value outside Int's range. Payload: 0 for NaN, 1 for a value at
+    /// or above 2^63, -1 for one below -2^63.
+    ToIntRange = 15,
 }
 
 impl TrapCode {
@@ -340,6 +343,7 @@ impl TrapCode {
         TrapCode::DuplicateKey,
         TrapCode::StackOverflow,
         TrapCode::NeedsBase,
+        TrapCode::ToIntRange,
     ];
     /// The name used in the text format.
     pub fn name(self) -> &'static str {
@@ -358,6 +362,7 @@ impl TrapCode {
             TrapCode::DuplicateKey => "duplicate_key",
             TrapCode::StackOverflow => "stack_overflow",
             TrapCode::NeedsBase => "needs_base",
+            TrapCode::ToIntRange => "to_int_range",
         }
     }
     /// The numeric code passed to `nabla_trap`.
@@ -389,6 +394,11 @@ impl TrapCode {
             TrapCode::DuplicateKey => "duplicate key in map literal".to_string(),
             TrapCode::StackOverflow => "evaluation nested too deeply".to_string(),
             TrapCode::NeedsBase => NEEDS_BASE_MESSAGE.to_string(),
+            TrapCode::ToIntRange => match a {
+                0 => "toInt: NaN is not an Int".to_string(),
+                1 => "toInt: a value at or above 2^63 is out of Int's range".to_string(),
+                _ => "toInt: a value below -2^63 is out of Int's range".to_string(),
+            },
         }
     }
 }

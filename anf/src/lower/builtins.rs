@@ -95,6 +95,9 @@ impl Lowerer<'_> {
                 LVal::Word(self.b().select(better, y, x))
             }
             B::ToReal => LVal::Word(self.b().unary(UnaryOp::Itof, w(0)?)),
+            B::Floor => real1(self, "nabla_floor")?,
+            B::Round => real1(self, "nabla_round")?,
+            B::ToInt => LVal::Word(self.to_int(w(0)?, site)?),
             B::Build => self.build(&result, w(0)?, args[1].clone(), site)?,
             B::Len => LVal::Word(self.b().array_len(w(0)?)),
             B::Map => self.map_array(&arg_type(ty, 1)?, &result, args[0].clone(), w(1)?, site)?,
@@ -391,6 +394,26 @@ impl Lowerer<'_> {
             Ok(vec![l.b().binary(add, acc[0], xy)])
         })?;
         Ok(LVal::Word(out[0]))
+    }
+
+    /// `toInt x`: truncation toward zero; NaN or `x` outside `[-2^63, 2^63)` fails with the
+    /// interpreter's message (payload 0 for NaN, 1 above, -1 below).
+    fn to_int(&mut self, x: Value, site: Site) -> R<Value> {
+        let two63 = 9_223_372_036_854_775_808.0;
+        let hi = self.b().fconst(two63);
+        let lo = self.b().fconst(-two63);
+        let below_hi = self.b().fcmp(Cmp::Lt, x, hi);
+        let above_lo = self.b().fcmp(Cmp::Ge, x, lo);
+        let ok = self.b().binary(BinaryOp::And, below_hi, above_lo);
+        let bad = self.b().unary(UnaryOp::Not, ok);
+        let nan = self.b().fcmp(Cmp::Ne, x, x);
+        let fzero = self.b().fconst(0.0);
+        let positive = self.b().fcmp(Cmp::Gt, x, fzero);
+        let (zero, one, minus) = (self.b().iconst(0), self.b().iconst(1), self.b().iconst(-1));
+        let sign = self.b().select(positive, one, minus);
+        let why = self.b().select(nan, zero, sign);
+        self.fail_if(bad, TrapCode::ToIntRange, site, why, zero);
+        self.ext1("nabla_to_int", vec![x])
     }
 
     /// `iterate n f x`: `f` applied `n` times.
