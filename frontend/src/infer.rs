@@ -35,6 +35,22 @@ pub fn check_program(mut program: Program) -> Result<Program, Diagnostic> {
     Ok(program)
 }
 
+/// Type-checks definitions that follow already-checked ones (the REPL's `def` and `:load`).
+pub fn check_defs(program: &Program, defs: Vec<Def>) -> Result<Vec<Def>, Diagnostic> {
+    let mut inf = Infer::new();
+    inf.globals = program.defs.iter().map(|d| d.scheme.clone()).collect();
+    let mut out = Vec::with_capacity(defs.len());
+    for mut d in defs {
+        let (body, scheme) = inf.def(&d)?;
+        let (body, scheme) = if &*d.name == "main" { default_main(&body, &scheme) } else { (body, scheme) };
+        d.body = body;
+        d.scheme = scheme;
+        inf.globals.push(d.scheme.clone());
+        out.push(d);
+    }
+    Ok(out)
+}
+
 /// Type-checks one expression against already-checked definitions (REPL); its scheme is general.
 pub fn check_expr(program: &Program, e: &E) -> Result<(E, Scheme), Diagnostic> {
     let mut inf = Infer::new();

@@ -50,6 +50,24 @@ pub fn parse_expr_in(src: &str, program: &Program) -> Res<(E, u32)> {
     Ok((e.e, p.next_local))
 }
 
+/// Parses definitions in the scope of `program`'s (the REPL's `def` and `:load`). A name
+/// `program` already defines is shadowed for what follows, not an error; twice in `src` is.
+pub fn parse_defs_in(src: &str, program: &Program) -> Res<(Vec<Def>, u32)> {
+    let tokens = lex(src)?;
+    let mut p = Parser::new(tokens);
+    p.next_local = program.next_local;
+    p.def_base = program.defs.len() as u32;
+    for (i, d) in program.defs.iter().enumerate() {
+        p.globals.insert(d.name.clone(), DefId(i as u32));
+    }
+    let mut defs = Vec::new();
+    while p.peek() != &Tok::Eof {
+        let def = p.def(&defs)?;
+        defs.push(def);
+    }
+    Ok((defs, p.next_local))
+}
+
 /// Parses a type in surface syntax (annotation variables numbered from `ANN_VAR_BASE`).
 pub fn parse_type(src: &str) -> Res<Type> {
     let tokens = lex(src)?;
@@ -114,6 +132,8 @@ struct Parser {
     /// Recursion depth of the parser itself.
     depth: u32,
     current_def: Option<Name>,
+    /// The `DefId` of the first definition parsed (after those of a REPL session).
+    def_base: u32,
 }
 
 fn mk(kind: ExprKind, span: Span) -> E {
@@ -131,6 +151,7 @@ impl Parser {
             ann_vars: Vec::new(),
             depth: 0,
             current_def: None,
+            def_base: 0,
         }
     }
 
@@ -255,7 +276,7 @@ impl Parser {
             e = pe.e;
             d = pe.d;
         }
-        self.globals.insert(name.clone(), DefId(earlier.len() as u32));
+        self.globals.insert(name.clone(), DefId(self.def_base + earlier.len() as u32));
         self.current_def = None;
         let span = start.to(self.prev_span());
         Ok(Def { name, name_span, span, body: e, scheme: Scheme::mono(Type::Unit) })

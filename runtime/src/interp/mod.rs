@@ -10,6 +10,7 @@ pub mod incremental;
 pub mod pullback;
 
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anf::mono::MonoProgram;
 use frontend::syntax::*;
@@ -29,6 +30,19 @@ pub const MAX_EVAL_DEPTH: u32 = 100_000;
 
 /// Arrays longer than this are refused (both engines share the limit).
 pub const MAX_ARRAY_LEN: i64 = 1 << 28;
+
+/// Set by an interrupt (Ctrl-C in `nabla repl`) to stop the evaluation in progress: the
+/// interpreter polls it at every closure call and every reduction step, and fails with
+/// "interrupted". Whoever sets it clears it before the next evaluation.
+pub static INTERRUPT: AtomicBool = AtomicBool::new(false);
+
+/// The error an interrupted evaluation fails with, if [`INTERRUPT`] is set.
+pub fn check_interrupt(span: Span) -> EvalResult<()> {
+    if INTERRUPT.load(Ordering::Relaxed) {
+        return Err(Diagnostic::error(span, "interrupted"));
+    }
+    Ok(())
+}
 
 /// Evaluates the root definition of a monomorphised program.
 pub fn run(program: &MonoProgram) -> EvalResult {
@@ -196,6 +210,7 @@ impl<'p> Interp<'p> {
     pub fn apply(&mut self, f: &Value, arg: Value, span: Span) -> EvalResult {
         match f {
             Value::Closure(c) => {
+                check_interrupt(span)?;
                 let env = bind_pattern(&c.env, &c.param, arg);
                 let body = c.body.clone();
                 self.eval(&body, &env)
