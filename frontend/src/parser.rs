@@ -486,7 +486,12 @@ impl Parser {
     }
 
     fn unary(&mut self) -> Res<PE> {
-        self.enter()?;
+        // Only a prefix operator is a level the user wrote; the rest recurse through `expr`,
+        // which counts its own.
+        let prefix = matches!(self.peek(), Tok::Minus | Tok::Not);
+        if prefix {
+            self.enter()?;
+        }
         let r = match self.peek() {
             Tok::Minus => {
                 let start = self.bump().span;
@@ -514,7 +519,9 @@ impl Parser {
             Tok::Fun | Tok::Lambda | Tok::Let | Tok::If => self.expr(),
             _ => self.power(),
         };
-        self.leave();
+        if prefix {
+            self.leave();
+        }
         r
     }
 

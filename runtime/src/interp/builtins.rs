@@ -17,8 +17,8 @@ pub fn constant(b: Builtin) -> Option<Value> {
         Builtin::IntGroup => Value::Group(Rc::new(Group::Int)),
         Builtin::RealGroup => Value::Group(Rc::new(Group::Real)),
         Builtin::BagGroup => Value::Group(Rc::new(Group::Bag)),
-        Builtin::EmptyBag => Value::Bag(Rc::new(Bag::default())),
-        Builtin::EmptyMap => Value::Map(Rc::new(MapV::default())),
+        Builtin::EmptyBag => Value::bag(Bag::default()),
+        Builtin::EmptyMap => Value::map(MapV::default()),
         _ => return None,
     })
 }
@@ -65,6 +65,7 @@ pub fn alloc(n: i64, what: &str, span: Span) -> EvalResult<Vec<Value>> {
     if n > MAX_ARRAY_LEN {
         return Err(Diagnostic::error(span, format!("{what}: array size {n} exceeds the limit of {MAX_ARRAY_LEN}")));
     }
+    super::reserve_memory(n as usize * std::mem::size_of::<Value>(), span)?;
     let mut v = Vec::new();
     v.try_reserve_exact(n as usize)
         .map_err(|_| Diagnostic::error(span, format!("{what}: out of memory for {n} elements")))?;
@@ -127,7 +128,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
             for i in 0..n {
                 out.push(it.apply(&args[1], Value::Int(i), span)?);
             }
-            Value::Array(Rc::new(out))
+            Value::array(out)
         }
         B::Len => Value::Int(array(&args[0], span)?.len() as i64),
         B::Map => {
@@ -136,7 +137,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
             for x in a.iter() {
                 out.push(it.apply(&args[0], x.clone(), span)?);
             }
-            Value::Array(Rc::new(out))
+            Value::array(out)
         }
         B::ZipWith => {
             let a = array(&args[1], span)?;
@@ -151,7 +152,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
             for (x, y) in a.iter().zip(c.iter()) {
                 out.push(it.apply_n(&args[0], vec![x.clone(), y.clone()], span)?);
             }
-            Value::Array(Rc::new(out))
+            Value::array(out)
         }
         B::Fold => {
             let a = array(&args[2], span)?;
@@ -201,10 +202,10 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
         B::Singleton => {
             let mut out = Bag::default();
             out.insert(key(&args[0], span)?, 1);
-            Value::Bag(Rc::new(out))
+            Value::bag(out)
         }
-        B::Merge => Value::Bag(Rc::new(bag(&args[0], span)?.merge(&*bag(&args[1], span)?))),
-        B::Negate => Value::Bag(Rc::new(bag(&args[0], span)?.negate())),
+        B::Merge => Value::bag(bag(&args[0], span)?.merge(&*bag(&args[1], span)?)),
+        B::Negate => Value::bag(bag(&args[0], span)?.negate()),
         B::FoldBag => {
             let g = group(&args[0], span)?;
             let b = bag(&args[2], span)?;
@@ -217,7 +218,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
                 let y = it.apply(&args[0], k.to_value(), span)?;
                 out.insert(key(&y, span)?, n);
             }
-            Value::Bag(Rc::new(out))
+            Value::bag(out)
         }
         B::FilterBag => {
             let b = bag(&args[1], span)?;
@@ -227,7 +228,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
                     out.insert(k.clone(), n);
                 }
             }
-            Value::Bag(Rc::new(out))
+            Value::bag(out)
         }
         B::FlatMapBag => {
             let b = bag(&args[1], span)?;
@@ -236,7 +237,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
         B::SingletonMap => {
             let mut out = MapV::default();
             out.entries.insert(key(&args[0], span)?, args[1].clone());
-            Value::Map(Rc::new(out))
+            Value::map(out)
         }
         B::FoldMap => {
             let gb = group(&args[1], span)?;

@@ -214,7 +214,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
         B::DMerge => {
             if let (Some(x), Some(y)) = (replaced(&args[1]), replaced(&args[3])) {
                 let m = bag(x, span)?.merge(&*bag(y, span)?);
-                return Ok(change(Change::Replace(Value::Bag(Rc::new(m)))));
+                return Ok(change(Change::Replace(Value::bag(m))));
             }
             let g = Rc::new(Group::Bag);
             let dx = group_delta(it, &args[0], &args[1], &g, &params[0], span)?;
@@ -225,7 +225,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
         // negate is the bag group's inverse, a homomorphism: its change is the negated change.
         B::DNegate => {
             if let Some(x) = replaced(&args[1]) {
-                return Ok(change(Change::Replace(Value::Bag(Rc::new(bag(x, span)?.negate())))));
+                return Ok(change(Change::Replace(Value::bag(bag(x, span)?.negate()))));
             }
             let g = Rc::new(Group::Bag);
             let dx = group_delta(it, &args[0], &args[1], &g, &params[0], span)?;
@@ -275,7 +275,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
                 d.insert(key(&x1, span)?, 1);
                 d.insert(key(&x, span)?, -1);
             }
-            Ok(change(Change::GChange(Rc::new(Group::Bag), Value::Bag(Rc::new(d)))))
+            Ok(change(Change::GChange(Rc::new(Group::Bag), Value::bag(d))))
         }
         // ILC Sec. 4.4: foldBag' G f zs dzs = GroupChange G (foldBag G f dzs) (dG, df nil).
         B::DFoldBag => {
@@ -327,7 +327,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
             let single = |v: Value, span| -> EvalResult {
                 let mut m = MapV::default();
                 m.entries.insert(key(&args[0], span)?, v);
-                Ok(Value::Map(Rc::new(m)))
+                Ok(Value::map(m))
             };
             if let Some((g, d)) = group_change_of(&args[2], vty) {
                 return Ok(change(Change::GChange(Rc::new(Group::Map(g)), single(d, span)?)));

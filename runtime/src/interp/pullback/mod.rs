@@ -107,7 +107,7 @@ pub fn builtin(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: S
                 let e = vector::materialise(&vector::one_hot(ys.len(), p, &real(1.0), &shape.ty), &shape);
                 rows.push(gradient(it, back(0), e, back(1), span)?);
             }
-            Ok(Value::Array(Rc::new(rows)))
+            Ok(Value::array(rows))
         }
         _ => Err(Diagnostic::error(span, format!("internal: `{}` is not a dual builtin", b.name()))),
     }
