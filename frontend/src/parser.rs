@@ -1,4 +1,4 @@
-//! Recursive-descent parser for LANGUAGE.md §1–4, with name resolution done as it goes
+//! Recursive-descent parser for docs/language.md §1–4, with name resolution done as it goes
 //! (definitions are ordered and never recursive, so scopes are syntactic).
 //!
 //! Nesting is bounded: a term deeper than `MAX_DEPTH` is a located error, never a stack overflow.

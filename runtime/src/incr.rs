@@ -1,4 +1,4 @@
-//! The incremental driver (DESIGN.md §5, ILC Sec. 4): holds the input and output of a definition
+//! The incremental driver (docs/incremental-semantics.md, ILC Sec. 4): holds the input and output of a definition
 //! `f : A -> B` and keeps the output current under a stream of input changes, using f's derivative.
 //!
 //! An update computes the output change with the self-maintainable fast derivative (base

@@ -1,5 +1,5 @@
 //! Runtime values of the reference interpreter, bags and maps with their groups, and printing
-//! exactly as LANGUAGE.md §7 says.
+//! exactly as docs/language.md §7 says.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -9,7 +9,7 @@ use frontend::builtins::Builtin;
 use frontend::syntax::{Pat, E};
 use rustc_hash::FxHashMap;
 
-/// A value of an equality type: bag elements and map keys (LANGUAGE.md §4).
+/// A value of an equality type: bag elements and map keys (docs/language.md §4).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Key {
     Unit,
@@ -86,7 +86,7 @@ impl MapV {
     }
 }
 
-/// Abelian groups (LANGUAGE.md §6).
+/// Abelian groups (docs/language.md §6).
 #[derive(Clone, Debug)]
 pub enum Group {
     Int,
@@ -388,7 +388,7 @@ pub fn compare_keys(a: &Key, b: &Key) -> Ordering {
 }
 
 impl fmt::Display for Value {
-    /// LANGUAGE.md §7.
+    /// docs/language.md §7.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Value::Unit => write!(f, "()"),

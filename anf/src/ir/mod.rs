@@ -1,5 +1,5 @@
 //! The first-order SSA IR that closure-converted, defunctionalised programs are lowered into, and
-//! that `jit` translates to Cranelift (DESIGN.md §3).
+//! that `jit` translates to Cranelift (ARCHITECTURE.md, `anf`).
 //!
 //! # Shape
 //! A [`Module`] holds functions, `extern` declarations of runtime support functions, and closure

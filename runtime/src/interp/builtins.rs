@@ -106,7 +106,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
             Value::Int(n) => Value::Int(n.wrapping_neg()),
             v => Value::Real(-real(v, span)?),
         },
-        // Ties go to the first argument (LANGUAGE.md §5).
+        // Ties go to the first argument (docs/language.md §5).
         B::Max => match (&args[0], &args[1]) {
             (Value::Int(a), Value::Int(b)) => Value::Int(if b > a { *b } else { *a }),
             (a, b) => {

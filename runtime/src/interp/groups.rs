@@ -1,4 +1,4 @@
-//! Abelian groups (LANGUAGE.md §6): operation, inverse, zero and integer scaling.
+//! Abelian groups (docs/language.md §6): operation, inverse, zero and integer scaling.
 
 use std::rc::Rc;
 

@@ -1,7 +1,7 @@
 //! ILC in the reference interpreter: `derive e`, `nil`, `<+>`/`<->` at function types, and the
 //! derivative primitives of `adjoint::incremental::table`.
 //!
-//! Change values (LANGUAGE.md §6): a base type's change is `Value::Change` (`replace v` or
+//! Change values (docs/language.md §6): a base type's change is `Value::Change` (`replace v` or
 //! `gchange g dv`); a tuple's change is a tuple of changes; a function's change is a function of the
 //! base input and its change (ILC Fig. 4a). The nil change of a function is its derivative (Theorem
 //! 2.10): `Partial(NilFun, [f])`, which derives `f`'s code (a closure's λ, a builtin's table entry)
@@ -75,7 +75,7 @@ fn next_local(it: &Interp) -> u32 {
     it.ilc.next_local.max(it.program.next_local)
 }
 
-/// The canonical group of a type (LANGUAGE.md §6), if it has one.
+/// The canonical group of a type (docs/language.md §6), if it has one.
 pub fn canonical_group(ty: &Type) -> Option<Group> {
     Some(match ty {
         Type::Int => Group::Int,

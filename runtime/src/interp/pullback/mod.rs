@@ -69,7 +69,7 @@ pub fn apply(it: &mut Interp, f: &Value, arg: Value, span: Span) -> EvalResult {
     }
 }
 
-/// The builtins of LANGUAGE.md §5 that involve duals.
+/// The builtins of docs/language.md §5 that involve duals.
 pub fn builtin(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span) -> EvalResult {
     let tys = arg_types(ty, args.len());
     let back = |i: usize| readback::readback(&args[i], &tys[i]);
@@ -113,7 +113,7 @@ pub fn builtin(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: S
     }
 }
 
-/// How a term value prints (LANGUAGE.md §7): a first-order dual as its vector and `*` (a zero
+/// How a term value prints (docs/language.md §7): a first-order dual as its vector and `*` (a zero
 /// whose array length is not known shows as `0`), anything else as `<fun>`.
 pub fn show_term(e: &E) -> String {
     if let Some(r) = reduce::star_vector(e) {
