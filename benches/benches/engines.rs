@@ -33,7 +33,7 @@ fn compile_latency(c: &mut Criterion) {
     g.finish();
 }
 
-/// ILC's promise: an update costs time in proportion to the change. The histogram of LANGUAGE.md §6
+/// ILC's promise: an update costs time in proportion to the change. The histogram of docs/language.md §6
 /// over 500 and 5 000 documents of 10 words, kept current under one document added and removed again
 /// (two updates), against recomputing the histogram once. Both run in the interpreter (`derive`
 /// is not compiled yet).

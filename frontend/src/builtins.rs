@@ -1,4 +1,4 @@
-//! Built-in names (LANGUAGE.md §5, §6) with their type schemes.
+//! Built-in names (docs/language.md §5, §6) with their type schemes.
 //!
 //! Signatures are written in the surface type syntax and parsed once; type variables are
 //! numbered in order of appearance, and `classes` lists the constraints on them by name.
@@ -31,7 +31,7 @@ macro_rules! builtins {
 }
 
 builtins! {
-    // Real primitives with Jacobians (LANGUAGE.md §5).
+    // Real primitives with Jacobians (docs/language.md §5).
     Sin = "sin" : "Real -> Real";
     Cos = "cos" : "Real -> Real";
     Tan = "tan" : "Real -> Real";

@@ -35,6 +35,22 @@ pub fn check_program(mut program: Program) -> Result<Program, Diagnostic> {
     Ok(program)
 }
 
+/// Type-checks definitions that follow already-checked ones (the REPL's `def` and `:load`).
+pub fn check_defs(program: &Program, defs: Vec<Def>) -> Result<Vec<Def>, Diagnostic> {
+    let mut inf = Infer::new();
+    inf.globals = program.defs.iter().map(|d| d.scheme.clone()).collect();
+    let mut out = Vec::with_capacity(defs.len());
+    for mut d in defs {
+        let (body, scheme) = inf.def(&d)?;
+        let (body, scheme) = if &*d.name == "main" { default_main(&body, &scheme) } else { (body, scheme) };
+        d.body = body;
+        d.scheme = scheme;
+        inf.globals.push(d.scheme.clone());
+        out.push(d);
+    }
+    Ok(out)
+}
+
 /// Type-checks one expression against already-checked definitions (REPL); its scheme is general.
 pub fn check_expr(program: &Program, e: &E) -> Result<(E, Scheme), Diagnostic> {
     let mut inf = Infer::new();
@@ -45,7 +61,7 @@ pub fn check_expr(program: &Program, e: &E) -> Result<(E, Scheme), Diagnostic> {
 }
 
 /// `main` is the program's entry point: its unconstrained type variables default
-/// (numeric ones to `Int`, others to `Unit`), as LANGUAGE.md §4 says.
+/// (numeric ones to `Int`, others to `Unit`), as docs/language.md §4 says.
 fn default_main(body: &E, s: &Scheme) -> (E, Scheme) {
     let mut sub = |v: TyVar| s.vars.iter().find(|(w, _)| *w == v).map(|(_, c)| default_for(*c));
     let ty = s.ty.map_vars(&mut sub);
@@ -685,7 +701,7 @@ impl Infer {
                 let f2 = self.infer(f)?;
                 let ft = self.resolve(&f2.ty);
                 if let Type::Dual(s) = &ft {
-                    // A dual applied to a tangent is a real (LANGUAGE.md §5).
+                    // A dual applied to a tangent is a real (docs/language.md §5).
                     let a2 = self.infer(a)?;
                     self.expect(&a2.ty, s, a.span)?;
                     return Ok((ExprKind::App(f2, a2), Type::Real));

@@ -1,4 +1,4 @@
-//! The lexer: source text to tokens with spans. Unicode spellings of LANGUAGE.md §1 are mapped to
+//! The lexer: source text to tokens with spans. Unicode spellings of docs/language.md §1 are mapped to
 //! the same tokens as their ASCII forms, so the parser never sees the difference.
 
 use crate::diag::Diagnostic;

@@ -1,4 +1,4 @@
-//! Recursive-descent parser for LANGUAGE.md §1–4, with name resolution done as it goes
+//! Recursive-descent parser for docs/language.md §1–4, with name resolution done as it goes
 //! (definitions are ordered and never recursive, so scopes are syntactic).
 //!
 //! Nesting is bounded: a term deeper than `MAX_DEPTH` is a located error, never a stack overflow.
@@ -48,6 +48,24 @@ pub fn parse_expr_in(src: &str, program: &Program) -> Res<(E, u32)> {
     let e = p.expr()?;
     p.expect(Tok::Eof, "end of input")?;
     Ok((e.e, p.next_local))
+}
+
+/// Parses definitions in the scope of `program`'s (the REPL's `def` and `:load`). A name
+/// `program` already defines is shadowed for what follows, not an error; twice in `src` is.
+pub fn parse_defs_in(src: &str, program: &Program) -> Res<(Vec<Def>, u32)> {
+    let tokens = lex(src)?;
+    let mut p = Parser::new(tokens);
+    p.next_local = program.next_local;
+    p.def_base = program.defs.len() as u32;
+    for (i, d) in program.defs.iter().enumerate() {
+        p.globals.insert(d.name.clone(), DefId(i as u32));
+    }
+    let mut defs = Vec::new();
+    while p.peek() != &Tok::Eof {
+        let def = p.def(&defs)?;
+        defs.push(def);
+    }
+    Ok((defs, p.next_local))
 }
 
 /// Parses a type in surface syntax (annotation variables numbered from `ANN_VAR_BASE`).
@@ -114,6 +132,8 @@ struct Parser {
     /// Recursion depth of the parser itself.
     depth: u32,
     current_def: Option<Name>,
+    /// The `DefId` of the first definition parsed (after those of a REPL session).
+    def_base: u32,
 }
 
 fn mk(kind: ExprKind, span: Span) -> E {
@@ -131,6 +151,7 @@ impl Parser {
             ann_vars: Vec::new(),
             depth: 0,
             current_def: None,
+            def_base: 0,
         }
     }
 
@@ -255,7 +276,7 @@ impl Parser {
             e = pe.e;
             d = pe.d;
         }
-        self.globals.insert(name.clone(), DefId(earlier.len() as u32));
+        self.globals.insert(name.clone(), DefId(self.def_base + earlier.len() as u32));
         self.current_def = None;
         let span = start.to(self.prev_span());
         Ok(Def { name, name_span, span, body: e, scheme: Scheme::mono(Type::Unit) })
@@ -466,7 +487,12 @@ impl Parser {
     }
 
     fn unary(&mut self) -> Res<PE> {
-        self.enter()?;
+        // Only a prefix operator is a level the user wrote; the rest recurse through `expr`,
+        // which counts its own.
+        let prefix = matches!(self.peek(), Tok::Minus | Tok::Not);
+        if prefix {
+            self.enter()?;
+        }
         let r = match self.peek() {
             Tok::Minus => {
                 let start = self.bump().span;
@@ -494,7 +520,9 @@ impl Parser {
             Tok::Fun | Tok::Lambda | Tok::Let | Tok::If => self.expr(),
             _ => self.power(),
         };
-        self.leave();
+        if prefix {
+            self.leave();
+        }
         r
     }
 

@@ -88,7 +88,7 @@ impl BinOp {
             op => op.ascii(),
         }
     }
-    /// Binding strength, loosest = 1 (LANGUAGE.md §3).
+    /// Binding strength, loosest = 1 (docs/language.md §3).
     pub fn prec(self) -> u8 {
         match self {
             BinOp::Or => 1,

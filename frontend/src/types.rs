@@ -1,4 +1,4 @@
-//! Types of LANGUAGE.md §4, type-variable classes, type schemes and their printing.
+//! Types of docs/language.md §4, type-variable classes, type schemes and their printing.
 //!
 //! `Omega t` is not a constructor: it is `t -> Dual t` (the paper's Ω σ ≡ σ ⇒ σ*).
 //! `Delta t` is kept in normal form (ILC Fig. 4): `Delta (s -> t) = s -> Delta s -> Delta t`,
@@ -109,7 +109,7 @@ impl Type {
         }
     }
 
-    /// Discrete types have the zero tangent space (LANGUAGE.md §5).
+    /// Discrete types have the zero tangent space (docs/language.md §5).
     pub fn is_discrete(&self) -> bool {
         match self {
             Type::Int | Type::Bool | Type::Unit | Type::Bag(_) | Type::Map(..) | Type::Group(_) | Type::Delta(_) => {
@@ -129,7 +129,7 @@ impl Type {
     }
 }
 
-/// Constraints a type variable can carry (LANGUAGE.md §3, §4).
+/// Constraints a type variable can carry (docs/language.md §3, §4).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Classes(pub u8);
 

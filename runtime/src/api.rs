@@ -190,6 +190,13 @@ impl Compiled {
         self.ctx.arena_reserved()
     }
 
+    /// Bounds the memory one call may allocate (`nabla run --max-memory`; default 4 GiB): a call
+    /// that needs more fails with "out of memory allocating N bytes". The interpreter's bound is
+    /// `value::meter::set_limit`.
+    pub fn set_max_memory(&mut self, bytes: usize) {
+        self.ctx.set_arena_limit(bytes);
+    }
+
     /// Writes the arguments and runs `@apply` in the reset call context.
     fn run(&mut self, args: &[Arg]) -> Result<(), Diagnostic> {
         if args.len() != self.leaves.len() {

@@ -1,4 +1,4 @@
-//! `nabla derive FILE DEF` and `nabla incr FILE DEF --input F --changes F` (LANGUAGE.md §8; the
+//! `nabla derive FILE DEF` and `nabla incr FILE DEF --input F --changes F` (docs/language.md §8; the
 //! formats are in docs/incremental-semantics.md).
 
 use std::io::Write;

@@ -1,4 +1,4 @@
-//! The incremental driver (DESIGN.md §5, ILC Sec. 4): holds the input and output of a definition
+//! The incremental driver (docs/incremental-semantics.md, ILC Sec. 4): holds the input and output of a definition
 //! `f : A -> B` and keeps the output current under a stream of input changes, using f's derivative.
 //!
 //! An update computes the output change with the self-maintainable fast derivative (base
@@ -171,10 +171,11 @@ fn builtin_group(g: &Group) -> bool {
 fn apply_in_place(it: &mut Interp, slot: &mut Value, dv: &Value, ty: &Type) -> Result<(), Diagnostic> {
     match (ty, dv) {
         (Type::Tuple(ts), Value::Tuple(ds)) => {
-            let Value::Tuple(old) = std::mem::replace(slot, Value::Unit) else {
+            let old = std::mem::replace(slot, Value::Unit);
+            let Value::Tuple(ref parts) = old else {
                 return Err(Diagnostic::error(Span::SYNTHETIC, "internal: a tuple change for a non-tuple"));
             };
-            let mut vs: Vec<Value> = old.iter().cloned().collect();
+            let mut vs: Vec<Value> = parts.iter().cloned().collect();
             // Release the old tuple so each component is held once and updates in place.
             drop(old);
             for ((t, d), v) in ts.iter().zip(ds.iter()).zip(vs.iter_mut()) {

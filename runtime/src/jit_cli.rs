@@ -1,15 +1,15 @@
-//! `nabla run` with the compiled engine, and `nabla ir FILE [DEF]` (LANGUAGE.md §8).
+//! `nabla run` with the compiled engine, and `nabla ir FILE [DEF]` (docs/language.md §8).
 
 use frontend::Diagnostic;
 use runtime::value::Value;
 
 use crate::{read, Failure};
 
-/// Evaluates the root with the compiled engine; a program it does not compile yet is evaluated by
-/// the interpreter, with a note on stderr.
+/// Evaluates the root with the compiled engine (a note names a site it does not compile), its arena limited to `max_memory` bytes; a program
+/// it does not compile yet is evaluated by the interpreter, with a note on stderr.
 #[allow(clippy::result_large_err)]
-pub fn run(mono: &anf::mono::MonoProgram, src: Option<&str>) -> Result<Value, Diagnostic> {
-    let r = runtime::engine::run(mono)?;
+pub fn run(mono: &anf::mono::MonoProgram, src: Option<&str>, max_memory: usize) -> Result<Value, Diagnostic> {
+    let r = runtime::engine::run_in(mono, &mut runtime::native::CallCtx::new(max_memory))?;
     if let Some(note) = r.note {
         let note = match src {
             Some(src) => runtime::engine::note_with_lines(&note, src),

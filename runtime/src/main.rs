@@ -24,7 +24,8 @@ const USAGE: &str = "\
 usage: nabla <command> [arguments]
 
 commands:
-  run FILE [--interp]   evaluate `main` (compiled by default; --interp uses the reference interpreter)
+  run FILE [--interp] [--max-memory SIZE]
+                        evaluate `main` (compiled by default; --interp uses the reference interpreter)
   check FILE            print each definition's inferred type
   anf FILE [DEF]        print the A-normal let-series of each definition (or DEF)
   ir FILE [DEF] [--raw] print the first-order SSA IR of `main` (or DEF) as the JIT compiles it
@@ -47,11 +48,13 @@ options: -h, --help (here or after any command: that command's options), -V, --v
 const COMMAND_HELP: &[(&str, &str)] = &[
     (
         "run",
-        "usage: nabla run FILE [--interp]\n\n\
+        "usage: nabla run FILE [--interp] [--max-memory SIZE]\n\n\
          Evaluates `main` and prints its value. Compiled by the JIT unless the program uses a construct\n\
          the compiler does not handle yet (then the interpreter runs it, with a note).\n\n\
          options:\n  \
-         --interp  use the reference interpreter\n",
+         --interp           use the reference interpreter\n  \
+         --max-memory SIZE  the most memory the program's values may take, in bytes or with a K, M or\n                     \
+         G suffix (512M, 2G; default 4G); more is the error \"out of memory\", in either engine\n",
     ),
     ("check", "usage: nabla check FILE\n\nPrints each definition's inferred type, `name : type`, one a line.\n"),
     (
@@ -194,18 +197,53 @@ fn help(args: &[String]) -> Result<String, Failure> {
     }
 }
 
-/// `nabla run FILE [--interp]`.
+/// `nabla run FILE [--interp] [--max-memory SIZE]`.
 fn run(args: &[String]) -> Result<String, Failure> {
-    let (file, flags) = file_and_flags(args, &["--interp"])?;
+    let mut file = None;
+    let mut interp = false;
+    let mut limit = runtime::value::meter::DEFAULT_LIMIT;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--interp" => interp = true,
+            "--max-memory" => {
+                let v = option_value(a, it.next())?;
+                limit = parse_size(&v).ok_or_else(|| {
+                    Failure::Usage(format!("`--max-memory` needs a size in bytes, like 4096, 512M or 2G, not `{v}`"))
+                })?;
+            }
+            s if s.starts_with("--") => return Err(Failure::Usage(format!("unknown option `{s}`"))),
+            _ if file.is_none() => file = Some(a.clone()),
+            _ => return Err(Failure::Usage(format!("unexpected argument `{a}`"))),
+        }
+    }
+    let file = file.ok_or_else(|| Failure::Usage("missing FILE".into()))?;
     let src = read(&file)?;
     let on_file = |d: Diagnostic| Failure::Program { path: file.clone(), src: src.clone(), diag: d };
     let (_, mono) = runtime::prepare(&src, "main").map_err(on_file)?;
-    let v = if flags.contains(&"--interp".to_string()) {
+    runtime::value::meter::set_limit(limit);
+    let v = if interp {
         runtime::interp::run(&mono).map_err(on_file)?
     } else {
-        jit_cli::run(&mono, Some(&src)).map_err(on_file)?
+        jit_cli::run(&mono, Some(&src), limit).map_err(on_file)?
     };
     Ok(format!("{v}\n"))
+}
+
+/// A size in bytes: digits with an optional binary suffix `K`, `M`, `G` or `T` (`KiB`, ... too).
+fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let n: usize = s[..digits].parse().ok()?;
+    let shift = match s[digits..].to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        "T" | "TB" | "TIB" => 40,
+        _ => return None,
+    };
+    n.checked_mul(1usize.checked_shl(shift)?)
 }
 
 /// `nabla check FILE`.
@@ -287,7 +325,7 @@ pub(crate) fn option_value(option: &str, value: Option<&String>) -> Result<Strin
 
 /// Evaluates the root of a monomorphised program with the default engine.
 fn engine_eval(mono: &anf::mono::MonoProgram) -> Result<runtime::value::Value, Diagnostic> {
-    jit_cli::run(mono, None)
+    jit_cli::run(mono, None, runtime::value::meter::limit())
 }
 
 /// Splits arguments into exactly one file and known flags.
@@ -310,9 +348,23 @@ fn file_and_flags(args: &[String], known: &[&str]) -> Result<(String, Vec<String
     Ok((file, flags))
 }
 
+/// The largest source (or data) file read: more is an error rather than reading until memory
+/// runs out (`nabla run /dev/zero`).
+pub(crate) const MAX_SOURCE_BYTES: u64 = 64 << 20;
+
 /// Reads a source file; bytes that are not UTF-8 are a located error.
 fn read(path: &str) -> Result<String, Failure> {
-    let bytes = std::fs::read(path).map_err(|e| Failure::Plain(format!("cannot read `{path}`: {e}")))?;
+    use std::io::Read;
+    let cannot = |e: std::io::Error| Failure::Plain(format!("cannot read `{path}`: {e}"));
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_SOURCE_BYTES + 1).read_to_end(&mut bytes).map_err(cannot)?;
+    if bytes.len() as u64 > MAX_SOURCE_BYTES {
+        return Err(Failure::Plain(format!(
+            "cannot read `{path}`: it is larger than {} MiB, the limit for a source or data file",
+            MAX_SOURCE_BYTES >> 20
+        )));
+    }
     match String::from_utf8(bytes) {
         Ok(s) => Ok(s),
         Err(e) => {

@@ -1,4 +1,4 @@
-//! `nabla anf FILE [DEF]` and `nabla trace FILE` (LANGUAGE.md §8; the formats are in
+//! `nabla anf FILE [DEF]` and `nabla trace FILE` (docs/language.md §8; the formats are in
 //! docs/pullback-semantics.md).
 
 use runtime::interp::pullback;

@@ -1,5 +1,5 @@
 //! Runtime values of the reference interpreter, bags and maps with their groups, and printing
-//! exactly as LANGUAGE.md §7 says.
+//! exactly as docs/language.md §7 says.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -9,7 +9,7 @@ use frontend::builtins::Builtin;
 use frontend::syntax::{Pat, E};
 use rustc_hash::FxHashMap;
 
-/// A value of an equality type: bag elements and map keys (LANGUAGE.md §4).
+/// A value of an equality type: bag elements and map keys (docs/language.md §4).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Key {
     Unit,
@@ -86,7 +86,7 @@ impl MapV {
     }
 }
 
-/// Abelian groups (LANGUAGE.md §6).
+/// Abelian groups (docs/language.md §6).
 #[derive(Clone, Debug)]
 pub enum Group {
     Int,
@@ -188,6 +188,64 @@ fn detach_envs(v: &mut Value, out: &mut Vec<Option<Rc<EnvNode>>>) {
     }
 }
 
+/// The last reference to a counted block gives its bytes back to the [`meter`].
+impl Drop for Value {
+    fn drop(&mut self) {
+        let unique = match self {
+            Value::Tuple(xs) => Rc::strong_count(xs) == 1,
+            Value::Array(xs) => Rc::strong_count(xs) == 1,
+            Value::Bag(b) => Rc::strong_count(b) == 1,
+            Value::Map(m) => Rc::strong_count(m) == 1,
+            Value::Closure(c) => Rc::strong_count(c) == 1,
+            _ => false,
+        };
+        if unique {
+            meter::refund(self.heap_bytes());
+        }
+    }
+}
+
+/// The interpreter's memory meter (docs/language.md §10): the bytes of the tuples, arrays, bags,
+/// maps and closures alive, counted when [`Value::tuple`], [`Value::array`], ... make one and
+/// when the last `Value` holding it goes. A cheap accounting, not an allocator: blocks made some
+/// other way are not counted (their release saturates at zero), and a bag updated in place keeps
+/// the count it was made with. The interpreter checks it against the limit as it allocates
+/// (`interp::check_memory`); it is per thread.
+pub mod meter {
+    use std::cell::Cell;
+
+    /// The default limit: the JIT's arena limit (`native::DEFAULT_ARENA_LIMIT`).
+    pub const DEFAULT_LIMIT: usize = crate::native::DEFAULT_ARENA_LIMIT;
+
+    thread_local! {
+        static LIVE: Cell<usize> = const { Cell::new(0) };
+        static LIMIT: Cell<usize> = const { Cell::new(DEFAULT_LIMIT) };
+    }
+
+    /// Bytes counted as alive on this thread.
+    pub fn live() -> usize {
+        LIVE.with(Cell::get)
+    }
+    /// The limit on this thread.
+    pub fn limit() -> usize {
+        LIMIT.with(Cell::get)
+    }
+    /// Sets this thread's limit (`--max-memory`).
+    pub fn set_limit(bytes: usize) {
+        LIMIT.with(|l| l.set(bytes));
+    }
+    /// Starts counting from zero (a new evaluation).
+    pub fn reset() {
+        LIVE.with(|l| l.set(0));
+    }
+    pub(crate) fn charge(bytes: usize) {
+        LIVE.with(|l| l.set(l.get().saturating_add(bytes)));
+    }
+    pub(crate) fn refund(bytes: usize) {
+        LIVE.with(|l| l.set(l.get().saturating_sub(bytes)));
+    }
+}
+
 /// A change (ILC Sec. 4): `replace v` or `gchange g dv`, for base types.
 #[derive(Clone, Debug)]
 pub enum Change {
@@ -225,8 +283,50 @@ impl fmt::Debug for Value {
 }
 
 impl Value {
+    /// A tuple, counted by the [`meter`].
     pub fn tuple(vs: Vec<Value>) -> Value {
-        Value::Tuple(vs.into())
+        let v = Value::Tuple(vs.into());
+        meter::charge(v.heap_bytes());
+        v
+    }
+    /// An array, counted by the [`meter`].
+    pub fn array(vs: Vec<Value>) -> Value {
+        let v = Value::Array(Rc::new(vs));
+        meter::charge(v.heap_bytes());
+        v
+    }
+    /// A bag, counted by the [`meter`].
+    pub fn bag(b: Bag) -> Value {
+        let v = Value::Bag(Rc::new(b));
+        meter::charge(v.heap_bytes());
+        v
+    }
+    /// A map, counted by the [`meter`].
+    pub fn map(m: MapV) -> Value {
+        let v = Value::Map(Rc::new(m));
+        meter::charge(v.heap_bytes());
+        v
+    }
+    /// A closure, counted by the [`meter`].
+    pub fn closure(c: Closure) -> Value {
+        let v = Value::Closure(Rc::new(c));
+        meter::charge(v.heap_bytes());
+        v
+    }
+
+    /// The bytes the [`meter`] counts for this value's own heap block (not what it shares).
+    fn heap_bytes(&self) -> usize {
+        const RC: usize = 2 * std::mem::size_of::<usize>();
+        const V: usize = std::mem::size_of::<Value>();
+        const K: usize = std::mem::size_of::<Key>();
+        match self {
+            Value::Tuple(xs) => RC + xs.len() * V,
+            Value::Array(xs) => RC + std::mem::size_of::<Vec<Value>>() + xs.len() * V,
+            Value::Bag(b) => RC + std::mem::size_of::<Bag>() + b.entries.len() * (K + 16),
+            Value::Map(m) => RC + std::mem::size_of::<MapV>() + m.entries.len() * (K + V + 8),
+            Value::Closure(_) => RC + std::mem::size_of::<Closure>(),
+            _ => 0,
+        }
     }
 
     /// The key of an equality-typed value.
@@ -303,7 +403,7 @@ pub fn compare_keys(a: &Key, b: &Key) -> Ordering {
 }
 
 impl fmt::Display for Value {
-    /// LANGUAGE.md §7.
+    /// docs/language.md §7.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Value::Unit => write!(f, "()"),
@@ -420,7 +520,7 @@ mod tests {
                 _ => Value::Partial(Builtin::Sin, Rc::new(Type::Unit), Rc::from([v])),
             };
             let env = Env::default().bind(LocalId(i), held);
-            v = Value::Closure(Rc::new(Closure { param: param.clone(), body: body.clone(), env }));
+            v = Value::closure(Closure { param: param.clone(), body: body.clone(), env });
         }
         // A shared tail survives its other owner's drop.
         let shared = v.clone();

@@ -151,7 +151,7 @@ fn check_file(file: &Path, bless: bool) -> Result<(), String> {
     let out = nabla(&["run", &path]);
     crash_free(&out)?;
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    // Both engines report the same error (LANGUAGE.md §8 does not depend on the engine).
+    // Both engines report the same error (docs/language.md §8 does not depend on the engine).
     let interp = nabla(&["run", &path, "--interp"]);
     crash_free(&interp)?;
     if interp.stderr != out.stderr || interp.status.code() != out.status.code() {

@@ -1,4 +1,4 @@
-//! The case study (ILC Sec. 4.4, LANGUAGE.md §6): `histogram`'s derivative is self-maintainable.
+//! The case study (ILC Sec. 4.4, docs/language.md §6): `histogram`'s derivative is self-maintainable.
 //! Under a change that edits one document it never reads the base input: the derivative after
 //! dead-code elimination has no free occurrence of it, and evaluating it with the input replaced by
 //! a poison value (one that fails whenever it is read) gives the same change as the total

@@ -1,4 +1,4 @@
-//! ILC Theorem 3.11 (LANGUAGE.md §6) as a property: for generated programs `f`, inputs `a` and
+//! ILC Theorem 3.11 (docs/language.md §6) as a property: for generated programs `f`, inputs `a` and
 //! changes `da`, `f (a ⊕ da) == f a ⊕ (derive f) a da`; and the incremental driver (the
 //! self-maintainable derivative after dead-code elimination, falling back to the total derivative)
 //! gives the same output. Programs are generated as source text over every primitive with an ILC

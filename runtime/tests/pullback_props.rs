@@ -1,5 +1,5 @@
 //! Properties of the pullback semantics:
-//! - `grad`, `vjp` and `jacobian` agree with the pullback forms they abbreviate (LANGUAGE.md §5),
+//! - `grad`, `vjp` and `jacobian` agree with the pullback forms they abbreviate (docs/language.md §5),
 //!   on generated programs;
 //! - the reductions a construct needs appear, with their numbers, in its trace;
 //! - the step budget stops a reduction with a clear error.

@@ -79,3 +79,79 @@ fn a_line_that_is_not_utf8_is_reported_and_skipped() {
     let lines: Vec<&str> = r.stdout.lines().skip(1).collect();
     assert_eq!(lines, ["a : Num 'a => 'a", "2"]);
 }
+
+/// Multi-line input, redefinition and `:load` through the binary.
+#[test]
+fn multi_line_input_redefinition_and_load() {
+    let dir = std::env::temp_dir().join(format!("nabla-repl-bin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let lib = dir.join("lib.nbl");
+    std::fs::write(&lib, "def double x = 2 * x\n").unwrap();
+    let input = format!("def f x =\n  x + 1\nf (f\n  1)\ndef f x = x * 10\nf 2\n:load {}\ndouble 21\n", lib.display());
+    let r = repl(&input);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(r.stderr, "");
+    let lines: Vec<&str> = r.stdout.lines().skip(1).collect();
+    assert_eq!(
+        lines,
+        ["f : Num 'a => 'a -> 'a", "3", "f : Num 'a => 'a -> 'a", "20", "double : Num 'a => 'a -> 'a", "42"]
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The session's input is saved in the history file `NABLA_HISTORY` names, a multi-line input as
+/// one entry.
+#[test]
+fn history_is_kept_in_a_file() {
+    let path = std::env::temp_dir().join(format!("nabla-history-{}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nabla"))
+        .arg("repl")
+        .env("NABLA_HISTORY", &path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("runs nabla");
+    child.stdin.take().unwrap().write_all(b"def a = 1\n(a,\n a)\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let saved = std::fs::read_to_string(&path).expect("the history file is written");
+    assert!(saved.contains("def a = 1"), "{saved}");
+    assert!(saved.contains("(a,"), "{saved}");
+    std::fs::remove_file(&path).ok();
+}
+
+/// Ctrl-C (SIGINT) does not end the session: the definitions made before it are still there.
+#[cfg(unix)]
+#[test]
+fn ctrl_c_keeps_the_session() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nabla"))
+        .arg("repl")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("runs nabla");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    stdin.write_all(b"def a = 41\n").unwrap();
+    let mut line = String::new();
+    // The banner, then the definition's type: the session is running and waits for input.
+    for _ in 0..2 {
+        line.clear();
+        stdout.read_line(&mut line).unwrap();
+    }
+    assert_eq!(line, "a : Num 'a => 'a\n");
+    // SAFETY: sends a signal to the child this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    stdin.write_all(b"a + 1\n").unwrap();
+    drop(stdin);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status}");
+    assert_eq!(rest, "42\n");
+}

@@ -145,7 +145,7 @@ pub fn describe_read(head: &E) -> String {
     }
 }
 
-/// The canonical group of a base type (LANGUAGE.md §6: `b <-> a` is a group change there), as a term.
+/// The canonical group of a base type (docs/language.md §6: `b <-> a` is a group change there), as a term.
 pub fn canonical_group(ty: &Type, span: Span) -> Option<E> {
     Some(match ty {
         Type::Int => builtin(Builtin::IntGroup, Type::Group(ty.clone().into()), span),

@@ -1,5 +1,5 @@
 //! The first-order SSA IR that closure-converted, defunctionalised programs are lowered into, and
-//! that `jit` translates to Cranelift (DESIGN.md §3).
+//! that `jit` translates to Cranelift (ARCHITECTURE.md, `anf`).
 //!
 //! # Shape
 //! A [`Module`] holds functions, `extern` declarations of runtime support functions, and closure
@@ -328,7 +328,7 @@ pub enum TrapCode {
 
 impl TrapCode {
     /// Every trap code, in numeric order.
-    pub const ALL: [TrapCode; 14] = [
+    pub const ALL: [TrapCode; 15] = [
         TrapCode::IndexOutOfBounds,
         TrapCode::DivisionByZero,
         TrapCode::NegativeLength,

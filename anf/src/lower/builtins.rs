@@ -87,7 +87,7 @@ impl Lowerer<'_> {
                 let op = if is_int(0)? { UnaryOp::Ineg } else { UnaryOp::Fneg };
                 LVal::Word(self.b().unary(op, w(0)?))
             }
-            // Ties go to the first argument (LANGUAGE.md §5): `if b > a { b } else { a }`.
+            // Ties go to the first argument (docs/language.md §5): `if b > a { b } else { a }`.
             B::Max | B::Min => {
                 let (x, y) = (w(0)?, w(1)?);
                 let c = if b == B::Max { Cmp::Gt } else { Cmp::Lt };

@@ -17,8 +17,8 @@ pub fn constant(b: Builtin) -> Option<Value> {
         Builtin::IntGroup => Value::Group(Rc::new(Group::Int)),
         Builtin::RealGroup => Value::Group(Rc::new(Group::Real)),
         Builtin::BagGroup => Value::Group(Rc::new(Group::Bag)),
-        Builtin::EmptyBag => Value::Bag(Rc::new(Bag::default())),
-        Builtin::EmptyMap => Value::Map(Rc::new(MapV::default())),
+        Builtin::EmptyBag => Value::bag(Bag::default()),
+        Builtin::EmptyMap => Value::map(MapV::default()),
         _ => return None,
     })
 }
@@ -65,6 +65,7 @@ pub fn alloc(n: i64, what: &str, span: Span) -> EvalResult<Vec<Value>> {
     if n > MAX_ARRAY_LEN {
         return Err(Diagnostic::error(span, format!("{what}: array size {n} exceeds the limit of {MAX_ARRAY_LEN}")));
     }
+    super::reserve_memory(n as usize * std::mem::size_of::<Value>(), span)?;
     let mut v = Vec::new();
     v.try_reserve_exact(n as usize)
         .map_err(|_| Diagnostic::error(span, format!("{what}: out of memory for {n} elements")))?;
@@ -113,7 +114,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
             Value::Int(n) => Value::Int(n.wrapping_neg()),
             v => Value::Real(-real(v, span)?),
         },
-        // Ties go to the first argument (LANGUAGE.md §5).
+        // Ties go to the first argument (docs/language.md §5).
         B::Max => match (&args[0], &args[1]) {
             (Value::Int(a), Value::Int(b)) => Value::Int(if b > a { *b } else { *a }),
             (a, b) => {
@@ -153,7 +154,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
             for i in 0..n {
                 out.push(it.apply(&args[1], Value::Int(i), span)?);
             }
-            Value::Array(Rc::new(out))
+            Value::array(out)
         }
         B::Len => Value::Int(array(&args[0], span)?.len() as i64),
         B::Map => {
@@ -162,7 +163,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
             for x in a.iter() {
                 out.push(it.apply(&args[0], x.clone(), span)?);
             }
-            Value::Array(Rc::new(out))
+            Value::array(out)
         }
         B::ZipWith => {
             let a = array(&args[1], span)?;
@@ -177,7 +178,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
             for (x, y) in a.iter().zip(c.iter()) {
                 out.push(it.apply_n(&args[0], vec![x.clone(), y.clone()], span)?);
             }
-            Value::Array(Rc::new(out))
+            Value::array(out)
         }
         B::Fold => {
             let a = array(&args[2], span)?;
@@ -239,10 +240,10 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
         B::Singleton => {
             let mut out = Bag::default();
             out.insert(key(&args[0], span)?, 1);
-            Value::Bag(Rc::new(out))
+            Value::bag(out)
         }
-        B::Merge => Value::Bag(Rc::new(bag(&args[0], span)?.merge(&*bag(&args[1], span)?))),
-        B::Negate => Value::Bag(Rc::new(bag(&args[0], span)?.negate())),
+        B::Merge => Value::bag(bag(&args[0], span)?.merge(&*bag(&args[1], span)?)),
+        B::Negate => Value::bag(bag(&args[0], span)?.negate()),
         B::FoldBag => {
             let g = group(&args[0], span)?;
             let b = bag(&args[2], span)?;
@@ -255,7 +256,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
                 let y = it.apply(&args[0], k.to_value(), span)?;
                 out.insert(key(&y, span)?, n);
             }
-            Value::Bag(Rc::new(out))
+            Value::bag(out)
         }
         B::FilterBag => {
             let b = bag(&args[1], span)?;
@@ -265,7 +266,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
                     out.insert(k.clone(), n);
                 }
             }
-            Value::Bag(Rc::new(out))
+            Value::bag(out)
         }
         B::FlatMapBag => {
             let b = bag(&args[1], span)?;
@@ -274,7 +275,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
         B::SingletonMap => {
             let mut out = MapV::default();
             out.entries.insert(key(&args[0], span)?, args[1].clone());
-            Value::Map(Rc::new(out))
+            Value::map(out)
         }
         B::FoldMap => {
             let gb = group(&args[1], span)?;
@@ -342,8 +343,9 @@ fn reverse_internal(b: Builtin, mut args: Vec<Value>, span: Span) -> EvalResult 
         Ok(Value::Array(Rc::new(out)))
     };
     let take = |args: &mut Vec<Value>| -> EvalResult<Rc<Vec<Value>>> {
-        match std::mem::replace(&mut args[0], Value::Unit) {
-            Value::Array(a) => Ok(a),
+        // `Value` has a `Drop` (the memory meter), so the array is taken out of its slot.
+        match &mut args[0] {
+            Value::Array(a) => Ok(std::mem::replace(a, Rc::new(Vec::new()))),
             v => Err(Diagnostic::error(span, format!("internal: expected an array, found {v}"))),
         }
     };

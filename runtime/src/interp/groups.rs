@@ -1,4 +1,4 @@
-//! Abelian groups (LANGUAGE.md §6): operation, inverse, zero and integer scaling.
+//! Abelian groups (docs/language.md §6): operation, inverse, zero and integer scaling.
 
 use std::rc::Rc;
 
@@ -13,7 +13,7 @@ pub fn group_op(it: &mut Interp, g: &Group, a: &Value, b: &Value, span: Span) ->
     Ok(match (g, a, b) {
         (Group::Int, Value::Int(x), Value::Int(y)) => Value::Int(x.wrapping_add(*y)),
         (Group::Real, Value::Real(x), Value::Real(y)) => Value::Real(x + y),
-        (Group::Bag, Value::Bag(x), Value::Bag(y)) => Value::Bag(Rc::new(x.merge(y))),
+        (Group::Bag, Value::Bag(x), Value::Bag(y)) => Value::bag(x.merge(y)),
         (Group::Map(inner), Value::Map(x), Value::Map(y)) => {
             let mut out: FxHashMap<Key, Value> = x.entries.clone();
             let zero = group_zero(it, inner, span)?;
@@ -29,7 +29,7 @@ pub fn group_op(it: &mut Interp, g: &Group, a: &Value, b: &Value, span: Span) ->
                     out.insert(k.clone(), combined);
                 }
             }
-            Value::Map(Rc::new(MapV { entries: out }))
+            Value::map(MapV { entries: out })
         }
         (Group::Pair(g1, g2), Value::Tuple(x), Value::Tuple(y)) if x.len() == 2 && y.len() == 2 => {
             let a1 = group_op(it, g1, &x[0], &y[0], span)?;
@@ -44,18 +44,18 @@ pub fn group_op(it: &mut Interp, g: &Group, a: &Value, b: &Value, span: Span) ->
 /// `a · b`, consuming `a`: a bag or map held only here is updated in place, so a fold that
 /// accumulates into `bagGroup` or `mapGroup g` costs the size of what it adds, not of the
 /// accumulator.
-pub fn group_op_into(it: &mut Interp, g: &Group, a: Value, b: &Value, span: Span) -> EvalResult {
-    match (g, a, b) {
-        (Group::Bag, Value::Bag(mut x), Value::Bag(y)) => {
-            let bx = Rc::make_mut(&mut x);
+pub fn group_op_into(it: &mut Interp, g: &Group, mut a: Value, b: &Value, span: Span) -> EvalResult {
+    match (g, &mut a, b) {
+        (Group::Bag, Value::Bag(x), Value::Bag(y)) => {
+            let bx = Rc::make_mut(x);
             for (k, n) in y.entries.iter() {
                 bx.insert(k.clone(), *n);
             }
-            Ok(Value::Bag(x))
+            Ok(a)
         }
-        (Group::Map(inner), Value::Map(mut x), Value::Map(y)) => {
+        (Group::Map(inner), Value::Map(x), Value::Map(y)) => {
             let zero = group_zero(it, inner, span)?;
-            let mx = Rc::make_mut(&mut x);
+            let mx = Rc::make_mut(x);
             for (k, v) in y.entries.iter() {
                 let combined = match mx.entries.remove(k) {
                     Some(w) => group_op_into(it, inner, w, v, span)?,
@@ -66,9 +66,9 @@ pub fn group_op_into(it: &mut Interp, g: &Group, a: Value, b: &Value, span: Span
                     mx.entries.insert(k.clone(), combined);
                 }
             }
-            Ok(Value::Map(x))
+            Ok(a)
         }
-        (_, a, b) => group_op(it, g, &a, b, span),
+        (_, _, b) => group_op(it, g, &a, b, span),
     }
 }
 
@@ -77,13 +77,13 @@ pub fn group_inverse(it: &mut Interp, g: &Group, a: &Value, span: Span) -> EvalR
     Ok(match (g, a) {
         (Group::Int, Value::Int(x)) => Value::Int(x.wrapping_neg()),
         (Group::Real, Value::Real(x)) => Value::Real(-x),
-        (Group::Bag, Value::Bag(x)) => Value::Bag(Rc::new(x.negate())),
+        (Group::Bag, Value::Bag(x)) => Value::bag(x.negate()),
         (Group::Map(inner), Value::Map(x)) => {
             let mut out = FxHashMap::default();
             for (k, v) in x.entries.iter() {
                 out.insert(k.clone(), group_inverse(it, inner, v, span)?);
             }
-            Value::Map(Rc::new(MapV { entries: out }))
+            Value::map(MapV { entries: out })
         }
         (Group::Pair(g1, g2), Value::Tuple(x)) if x.len() == 2 => {
             let a1 = group_inverse(it, g1, &x[0], span)?;
@@ -100,8 +100,8 @@ pub fn group_zero(it: &mut Interp, g: &Group, span: Span) -> EvalResult {
     Ok(match g {
         Group::Int => Value::Int(0),
         Group::Real => Value::Real(0.0),
-        Group::Bag => Value::Bag(Rc::new(Bag::default())),
-        Group::Map(_) => Value::Map(Rc::new(MapV::default())),
+        Group::Bag => Value::bag(Bag::default()),
+        Group::Map(_) => Value::map(MapV::default()),
         Group::Pair(g1, g2) => {
             let z1 = group_zero(it, g1, span)?;
             let z2 = group_zero(it, g2, span)?;
@@ -116,7 +116,7 @@ pub fn group_scale(it: &mut Interp, g: &Group, a: &Value, m: i64, span: Span) ->
     Ok(match (g, a) {
         (Group::Int, Value::Int(x)) => Value::Int(x.wrapping_mul(m)),
         (Group::Real, Value::Real(x)) => Value::Real(x * m as f64),
-        (Group::Bag, Value::Bag(x)) => Value::Bag(Rc::new(x.scale(m))),
+        (Group::Bag, Value::Bag(x)) => Value::bag(x.scale(m)),
         (Group::Map(inner), Value::Map(x)) => {
             let zero = group_zero(it, inner, span)?;
             let mut out = FxHashMap::default();
@@ -126,7 +126,7 @@ pub fn group_scale(it: &mut Interp, g: &Group, a: &Value, m: i64, span: Span) ->
                     out.insert(k.clone(), s);
                 }
             }
-            Value::Map(Rc::new(MapV { entries: out }))
+            Value::map(MapV { entries: out })
         }
         (Group::Pair(g1, g2), Value::Tuple(x)) if x.len() == 2 => {
             let a1 = group_scale(it, g1, &x[0], m, span)?;

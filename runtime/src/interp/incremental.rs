@@ -1,7 +1,7 @@
 //! ILC in the reference interpreter: `derive e`, `nil`, `<+>`/`<->` at function types, and the
 //! derivative primitives of `adjoint::incremental::table`.
 //!
-//! Change values (LANGUAGE.md §6): a base type's change is `Value::Change` (`replace v` or
+//! Change values (docs/language.md §6): a base type's change is `Value::Change` (`replace v` or
 //! `gchange g dv`); a tuple's change is a tuple of changes; a function's change is a function of the
 //! base input and its change (ILC Fig. 4a). The nil change of a function is its derivative (Theorem
 //! 2.10): `Partial(NilFun, [f])`, which derives `f`'s code (a closure's λ, a builtin's table entry)
@@ -75,7 +75,7 @@ fn next_local(it: &Interp) -> u32 {
     it.ilc.next_local.max(it.program.next_local)
 }
 
-/// The canonical group of a type (LANGUAGE.md §6), if it has one.
+/// The canonical group of a type (docs/language.md §6), if it has one.
 pub fn canonical_group(ty: &Type) -> Option<Group> {
     Some(match ty {
         Type::Int => Group::Int,
@@ -214,7 +214,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
         B::DMerge => {
             if let (Some(x), Some(y)) = (replaced(&args[1]), replaced(&args[3])) {
                 let m = bag(x, span)?.merge(&*bag(y, span)?);
-                return Ok(change(Change::Replace(Value::Bag(Rc::new(m)))));
+                return Ok(change(Change::Replace(Value::bag(m))));
             }
             let g = Rc::new(Group::Bag);
             let dx = group_delta(it, &args[0], &args[1], &g, &params[0], span)?;
@@ -225,7 +225,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
         // negate is the bag group's inverse, a homomorphism: its change is the negated change.
         B::DNegate => {
             if let Some(x) = replaced(&args[1]) {
-                return Ok(change(Change::Replace(Value::Bag(Rc::new(bag(x, span)?.negate())))));
+                return Ok(change(Change::Replace(Value::bag(bag(x, span)?.negate()))));
             }
             let g = Rc::new(Group::Bag);
             let dx = group_delta(it, &args[0], &args[1], &g, &params[0], span)?;
@@ -275,7 +275,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
                 d.insert(key(&x1, span)?, 1);
                 d.insert(key(&x, span)?, -1);
             }
-            Ok(change(Change::GChange(Rc::new(Group::Bag), Value::Bag(Rc::new(d)))))
+            Ok(change(Change::GChange(Rc::new(Group::Bag), Value::bag(d))))
         }
         // ILC Sec. 4.4: foldBag' G f zs dzs = GroupChange G (foldBag G f dzs) (dG, df nil).
         B::DFoldBag => {
@@ -327,7 +327,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
             let single = |v: Value, span| -> EvalResult {
                 let mut m = MapV::default();
                 m.entries.insert(key(&args[0], span)?, v);
-                Ok(Value::Map(Rc::new(m)))
+                Ok(Value::map(m))
             };
             if let Some((g, d)) = group_change_of(&args[2], vty) {
                 return Ok(change(Change::GChange(Rc::new(Group::Map(g)), single(d, span)?)));

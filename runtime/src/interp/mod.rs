@@ -10,6 +10,7 @@ pub mod incremental;
 pub mod pullback;
 
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anf::mono::MonoProgram;
 use frontend::syntax::*;
@@ -18,6 +19,7 @@ use frontend::{Diagnostic, Span};
 
 pub use groups::{group_inverse, group_op, group_op_into, group_scale, group_zero};
 
+use crate::value::meter;
 use crate::value::*;
 
 /// A runtime error with the span of the term whose evaluation failed.
@@ -30,8 +32,53 @@ pub const MAX_EVAL_DEPTH: u32 = 100_000;
 /// Arrays longer than this are refused (both engines share the limit).
 pub const MAX_ARRAY_LEN: i64 = 1 << 28;
 
-/// Evaluates the root definition of a monomorphised program.
+/// Set by an interrupt (Ctrl-C in `nabla repl`) to stop the evaluation in progress: the
+/// interpreter polls it at every closure call and every reduction step, and fails with
+/// "interrupted". Whoever sets it clears it before the next evaluation.
+pub static INTERRUPT: AtomicBool = AtomicBool::new(false);
+
+/// The error an interrupted evaluation fails with, if [`INTERRUPT`] is set.
+pub fn check_interrupt(span: Span) -> EvalResult<()> {
+    if INTERRUPT.load(Ordering::Relaxed) {
+        return Err(Diagnostic::error(span, "interrupted"));
+    }
+    Ok(())
+}
+
+/// Fails when the values alive take more than the memory limit (`value::meter`): "out of
+/// memory", located at the term that allocated last, instead of an abort when the machine runs out.
+pub fn check_memory(span: Span) -> EvalResult<()> {
+    reserve_memory(0, span)
+}
+
+/// Fails when `bytes` more would take the values alive over the memory limit.
+pub fn reserve_memory(bytes: usize, span: Span) -> EvalResult<()> {
+    let (live, limit) = (meter::live(), meter::limit());
+    if live.saturating_add(bytes) > limit {
+        return Err(Diagnostic::error(
+            span,
+            format!(
+                "out of memory: the interpreter's values would take more than {} (--max-memory)",
+                show_bytes(limit)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `4 GiB`, `512 MiB`, `1000 bytes`.
+pub fn show_bytes(n: usize) -> String {
+    for (unit, name) in [(1usize << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")] {
+        if n >= unit && n % unit == 0 {
+            return format!("{} {name}", n / unit);
+        }
+    }
+    format!("{n} bytes")
+}
+
+/// Evaluates the root definition of a monomorphised program. The memory meter counts from zero.
 pub fn run(program: &MonoProgram) -> EvalResult {
+    meter::reset();
     let mut it = Interp::new(program);
     it.eval_globals()?;
     Ok(it.globals.last().cloned().unwrap_or(Value::Unit))
@@ -94,7 +141,8 @@ impl<'p> Interp<'p> {
                 Lit::Unit => Value::Unit,
             },
             ExprKind::Lam(p, b) => {
-                Value::Closure(Rc::new(Closure { param: p.clone(), body: b.clone(), env: env.clone() }))
+                check_memory(e.span)?;
+                Value::closure(Closure { param: p.clone(), body: b.clone(), env: env.clone() })
             }
             ExprKind::App(f, a) => {
                 let fv = self.eval(f, env)?;
@@ -140,10 +188,11 @@ impl<'p> Interp<'p> {
                 for x in xs {
                     vs.push(self.eval(x, env)?);
                 }
+                check_memory(e.span)?;
                 Value::tuple(vs)
             }
             ExprKind::Proj(a, i) => match self.eval(a, env)? {
-                Value::Tuple(vs) if *i < vs.len() => vs[*i].clone(),
+                Value::Tuple(ref vs) if *i < vs.len() => vs[*i].clone(),
                 v => return Err(internal(a.span, "a tuple", &v)),
             },
             ExprKind::Index(a, i) => {
@@ -156,7 +205,8 @@ impl<'p> Interp<'p> {
                 for x in xs {
                     vs.push(self.eval(x, env)?);
                 }
-                Value::Array(Rc::new(vs))
+                check_memory(e.span)?;
+                Value::array(vs)
             }
             ExprKind::Bag(xs) => {
                 let mut bag = Bag::default();
@@ -165,7 +215,7 @@ impl<'p> Interp<'p> {
                     let k = v.to_key().ok_or_else(|| internal(x.span, "an equality-typed value", &v))?;
                     bag.insert(k, *n);
                 }
-                Value::Bag(Rc::new(bag))
+                Value::bag(bag)
             }
             ExprKind::Map(xs) => {
                 // Every key and value is evaluated, left to right, before the map is built (as in
@@ -181,7 +231,7 @@ impl<'p> Interp<'p> {
                         return Err(Diagnostic::error(k.span, format!("duplicate key {kv} in map literal")));
                     }
                 }
-                Value::Map(Rc::new(m))
+                Value::map(m)
             }
             ExprKind::Pullback(..) | ExprKind::Dual(..) => pullback::eval_node(self, e, env)?,
             ExprKind::Derive(a) => incremental::eval_derive(self, a, e.span)?,
@@ -196,6 +246,8 @@ impl<'p> Interp<'p> {
     pub fn apply(&mut self, f: &Value, arg: Value, span: Span) -> EvalResult {
         match f {
             Value::Closure(c) => {
+                check_interrupt(span)?;
+                check_memory(span)?;
                 let env = bind_pattern(&c.env, &c.param, arg);
                 let body = c.body.clone();
                 self.eval(&body, &env)
@@ -315,7 +367,7 @@ impl<'p> Interp<'p> {
 pub fn bind_pattern(env: &Env, p: &Pat, v: Value) -> Env {
     match (&p.kind, v) {
         (PatKind::Var(_, id), v) => env.bind(*id, v),
-        (PatKind::Tuple(ps), Value::Tuple(vs)) => {
+        (PatKind::Tuple(ps), Value::Tuple(ref vs)) => {
             let mut e = env.clone();
             for (q, x) in ps.iter().zip(vs.iter()) {
                 e = bind_pattern(&e, q, x.clone());

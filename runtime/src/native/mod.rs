@@ -238,6 +238,11 @@ impl CallCtx {
         self.arena.limit()
     }
 
+    /// Changes the bound on the arena (`--max-memory`); memory it holds already is kept.
+    pub fn set_arena_limit(&mut self, bytes: usize) {
+        self.arena.set_limit(bytes);
+    }
+
     /// Total bytes the arena holds from the system.
     pub fn arena_reserved(&self) -> usize {
         self.arena.reserved()

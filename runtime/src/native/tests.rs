@@ -146,7 +146,7 @@ fn errors_come_back_with_their_messages() {
     assert_eq!(e.message, "out of memory allocating 40008 bytes");
 }
 
-/// `grand_total xs ys = foldBag intGroup (fun x -> x) (merge xs ys)` (LANGUAGE.md §9), with the
+/// `grand_total xs ys = foldBag intGroup (fun x -> x) (merge xs ys)` (docs/language.md §9), with the
 /// bags built from arrays of ints.
 const BAGS: &str = "\
 extern fallible $nabla_bag_new(i64) -> ptr

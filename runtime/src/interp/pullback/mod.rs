@@ -69,7 +69,7 @@ pub fn apply(it: &mut Interp, f: &Value, arg: Value, span: Span) -> EvalResult {
     }
 }
 
-/// The builtins of LANGUAGE.md §5 that involve duals.
+/// The builtins of docs/language.md §5 that involve duals.
 pub fn builtin(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span) -> EvalResult {
     let tys = arg_types(ty, args.len());
     let back = |i: usize| readback::readback(&args[i], &tys[i]);
@@ -114,7 +114,7 @@ pub fn builtin(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: S
                 let e = vector::materialise(&vector::one_hot(ys.len(), p, &real(1.0), &shape.ty), &shape);
                 rows.push(gradient(it, back(0), e, back(1), span)?);
             }
-            Ok(Value::Array(Rc::new(rows)))
+            Ok(Value::array(rows))
         }
         _ => Err(Diagnostic::error(span, format!("internal: `{}` is not a dual builtin", b.name()))),
     }
@@ -163,7 +163,7 @@ pub fn cotangent_mismatch(y: &Value, c: &Value) -> Option<String> {
     go(y, c, &mut Vec::new())
 }
 
-/// How a term value prints (LANGUAGE.md §7): a first-order dual as its vector and `*` (a zero
+/// How a term value prints (docs/language.md §7): a first-order dual as its vector and `*` (a zero
 /// whose array length is not known shows as `0`), anything else as `<fun>`.
 pub fn show_term(e: &E) -> String {
     if let Some(r) = reduce::star_vector(e) {

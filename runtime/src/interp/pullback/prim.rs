@@ -7,7 +7,7 @@
 //! transposed Jacobian (reduction 5), and — for nested differentiation, which differentiates
 //! `(J f · s) x` in `x` — its derivative written as a term.
 //!
-//! Conventions (LANGUAGE.md §5): abs′(0) = 0; `max`/`min` send a tie to their first argument;
+//! Conventions (docs/language.md §5): abs′(0) = 0; `max`/`min` send a tie to their first argument;
 //! Int arguments and results have the zero tangent space; a symbolic `0` tangent contributes
 //! nothing (so `x ^ 2.0` at a negative `x` does not meet the NaN of ∂(x^y)/∂y).
 

@@ -163,7 +163,7 @@ pub fn to_value(red: &mut Reducer, e: &E) -> R<Value> {
         ExprKind::Lit(Lit::Int(n)) => Value::Int(*n),
         ExprKind::Lit(Lit::Real(r)) => Value::Real(*r),
         ExprKind::Tuple(xs) => Value::tuple(xs.iter().map(|x| to_value(red, x)).collect::<R<_>>()?),
-        ExprKind::Array(xs) => Value::Array(Rc::new(xs.iter().map(|x| to_value(red, x)).collect::<R<_>>()?)),
+        ExprKind::Array(xs) => Value::array(xs.iter().map(|x| to_value(red, x)).collect::<R<_>>()?),
         ExprKind::Bag(xs) => {
             let mut b = Bag::default();
             for (x, n) in xs {
@@ -171,7 +171,7 @@ pub fn to_value(red: &mut Reducer, e: &E) -> R<Value> {
                     to_value(red, x)?.to_key().ok_or_else(|| red.error("internal: a bag element that is not a key"))?;
                 b.insert(k, *n);
             }
-            Value::Bag(Rc::new(b))
+            Value::bag(b)
         }
         ExprKind::Map(xs) => {
             let mut m = MapV::default();
@@ -181,7 +181,7 @@ pub fn to_value(red: &mut Reducer, e: &E) -> R<Value> {
                 let val = to_value(red, v)?;
                 m.entries.insert(key, val);
             }
-            Value::Map(Rc::new(m))
+            Value::map(m)
         }
         ExprKind::Zero => match vector::materialise_by_type(e) {
             Some(z) if !is_zero(&z) => to_value(red, &z)?,
@@ -199,7 +199,7 @@ pub fn to_value(red: &mut Reducer, e: &E) -> R<Value> {
         },
         ExprKind::Lam(..) if is_closed(e) && surface_only(e) => {
             let ExprKind::Lam(p, b) = &e.kind else { unreachable!() };
-            Value::Closure(Rc::new(Closure { param: p.clone(), body: b.clone(), env: Env::default() }))
+            Value::closure(Closure { param: p.clone(), body: b.clone(), env: Env::default() })
         }
         ExprKind::App(..) => {
             let (head, args) = spine(e);

@@ -183,6 +183,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
             count(new, &mut seen);
             eprintln!("[{}:{}:{}] ({label}) {}", self.steps, self.nesting, seen.len(), print::abbreviated(new, 300));
         }
+        crate::interp::check_interrupt(self.span)?;
         if self.steps > self.budget {
             return Err(self.error(&format!(
                 "the reduction exceeded its budget of {} steps (the term is too large for the reference reducer)",

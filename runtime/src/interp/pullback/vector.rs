@@ -3,7 +3,7 @@
 //! products, one-hot vectors, and filling in symbolic zeros from a point's shape.
 //!
 //! Components of a discrete type (Int, Bool, Unit, bags, maps) have the zero tangent space
-//! (LANGUAGE.md §5): they never carry a tangent or cotangent, whatever literal stands there.
+//! (docs/language.md §5): they never carry a tangent or cotangent, whatever literal stands there.
 
 use frontend::syntax::*;
 use frontend::types::Type;
