@@ -477,10 +477,7 @@ mod tests {
     fn normal_forms(src: &str) -> Vec<(String, E)> {
         let program = frontend::check_source(src).expect("type-checks");
         let mut next = program.next_local;
-        let mut fresh = || {
-            next += 1;
-            LocalId(next - 1)
-        };
+        let mut fresh = || fresh_local(&mut next);
         program.defs.iter().map(|d| (d.name.to_string(), anormalise_def(&d.body, &mut fresh))).collect()
     }
 
@@ -559,10 +556,7 @@ mod tests {
         let term = Expr::new(ExprKind::Tuple(vec![term, shared]), body.span, body.ty.clone());
         let _ = p;
         let mut next = program.next_local;
-        let mut fresh = || {
-            next += 1;
-            LocalId(next - 1)
-        };
+        let mut fresh = || fresh_local(&mut next);
         let series = anormalise(&term, &mut fresh);
         check_series(&series).unwrap();
         assert_eq!(paper(&series), "let t = 2.0; z1 = t * q; z2 = ⟨z1, z1⟩ in z2");

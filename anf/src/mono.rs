@@ -101,9 +101,7 @@ struct Scope {
 
 impl<'p> Mono<'p> {
     fn fresh(&mut self) -> LocalId {
-        let id = LocalId(self.next_local);
-        self.next_local += 1;
-        id
+        frontend::syntax::fresh_local(&mut self.next_local)
     }
 
     fn instance(&mut self, d: DefId, ty: &Type, span: frontend::Span) -> Result<DefId, Diagnostic> {
@@ -177,8 +175,7 @@ impl<'p> Mono<'p> {
                     let new = match pb.uses.iter().find(|(t, _)| *t == ty) {
                         Some((_, new)) => *new,
                         None => {
-                            let new = LocalId(self.next_local);
-                            self.next_local += 1;
+                            let new = self.fresh();
                             pb.uses.push((ty.clone(), new));
                             new
                         }
@@ -272,8 +269,7 @@ impl<'p> Mono<'p> {
                 // Int satisfies every class (Num, Eq, Key, Base, FirstOrder), so the copy is
                 // well-typed whatever constrains the binder (`let v = 1 / 0 in 5` divides Ints).
                 let ground = pb.generic.map_vars(&mut |_| Some(Type::Int));
-                let id = LocalId(self.next_local);
-                self.next_local += 1;
+                let id = frontend::syntax::fresh_local(&mut self.next_local);
                 pb.uses.push((ground, id));
             }
         }

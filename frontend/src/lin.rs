@@ -116,23 +116,35 @@ pub fn free_locals(e: &E) -> Vec<(Name, LocalId)> {
 
 /// Calls `f` on every free occurrence of a local variable in `e`.
 pub fn visit_free_locals(e: &E, f: &mut impl FnMut(&Name, LocalId, Span)) {
+    visit_free_vars(e, &mut |v| {
+        if let ExprKind::Var(n, VarRef::Local(id)) = &v.kind {
+            f(n, *id, v.span)
+        }
+    });
+}
+
+/// Calls `f` on every variable occurrence in `e` that `e` does not bind — free locals,
+/// definitions and builtins — in the order they occur: the one free-variable walk every pass
+/// uses. (The pullback reducer keeps a cached variant for its shared terms.)
+pub fn visit_free_vars(e: &E, f: &mut dyn FnMut(&E)) {
     let mut bound: Vec<LocalId> = Vec::new();
     walk(e, &mut bound, f);
 }
 
-fn walk(e: &E, bound: &mut Vec<LocalId>, f: &mut dyn FnMut(&Name, LocalId, Span)) {
-    fn under(p: &Pat, body: &E, bound: &mut Vec<LocalId>, f: &mut dyn FnMut(&Name, LocalId, Span)) {
+fn walk(e: &E, bound: &mut Vec<LocalId>, f: &mut dyn FnMut(&E)) {
+    fn under(p: &Pat, body: &E, bound: &mut Vec<LocalId>, f: &mut dyn FnMut(&E)) {
         let mark = bound.len();
         bound.extend(p.binders().into_iter().map(|(_, id)| id));
         walk(body, bound, f);
         bound.truncate(mark);
     }
     match &e.kind {
-        ExprKind::Var(n, VarRef::Local(id)) => {
+        ExprKind::Var(_, VarRef::Local(id)) => {
             if !bound.contains(id) {
-                f(n, *id, e.span)
+                f(e)
             }
         }
+        ExprKind::Var(..) => f(e),
         ExprKind::Lam(p, b) => under(p, b, bound, f),
         ExprKind::Let(p, a, b) => {
             walk(a, bound, f);

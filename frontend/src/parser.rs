@@ -225,9 +225,7 @@ impl Parser {
     }
 
     fn fresh(&mut self) -> LocalId {
-        let id = LocalId(self.next_local);
-        self.next_local += 1;
-        id
+        fresh_local(&mut self.next_local)
     }
 
     // ---- definitions -------------------------------------------------------------------------

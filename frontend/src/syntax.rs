@@ -18,6 +18,15 @@ pub type E = Rc<Expr>;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LocalId(pub u32);
 
+/// The one supply of fresh binders: the next `LocalId` of the program's numbering, which every
+/// pass that makes binders continues (from `Program::next_local`); `next` moves past it.
+/// (The pullback reducer's binders come from its own range, far above, `pullback::term::fresh_id`.)
+pub fn fresh_local(next: &mut u32) -> LocalId {
+    let id = LocalId(*next);
+    *next += 1;
+    id
+}
+
 /// Index of a top-level definition in `Program::defs`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DefId(pub u32);

@@ -439,9 +439,12 @@ impl Session {
         let (body, scheme) = frontend::infer::check_expr(&p, &e)?;
         p.defs.push(Def { name: "it".into(), name_span: e.span, span: e.span, body, scheme });
         let mono = anf::mono::monomorphise(&p, DefId(p.defs.len() as u32 - 1))?;
-        let v = crate::engine_eval(&mono)?;
+        // An interrupt is about the input as a whole, wherever the evaluation was.
+        let line = Span::new(self.source.len(), self.source.len() + src.len());
+        let interrupted = |d: Diagnostic| if d.message == "interrupted" { Diagnostic { span: line, ..d } } else { d };
+        let v = crate::engine_eval(&mono).map_err(interrupted)?;
         // Compiled code does not poll for Ctrl-C: its result is dropped instead.
-        runtime::interp::check_interrupt(e.span)?;
+        runtime::interp::check_interrupt(line)?;
         Ok(format!("{v}\n"))
     }
 }
@@ -594,7 +597,8 @@ mod tests {
             let (out, err, _) = drive(&mut repl, &["(derive f) 1 (gchange intGroup 2)"]);
             INTERRUPT.store(false, Ordering::Relaxed);
             assert_eq!(out, "");
-            assert!(err.starts_with("error: interrupted"), "{err}");
+            assert!(err.starts_with("error: interrupted\n  --> <repl>:1:1\n"), "{err}");
+            assert!(err.contains("1 | (derive f) 1 (gchange intGroup 2)"), "{err}");
             let (out, err, _) = drive(&mut repl, &["f 2"]);
             assert_eq!((out.as_str(), err.as_str()), ("200000000\n", ""));
         });

@@ -78,9 +78,7 @@ impl<'p> Cx<'p> {
     }
 
     pub fn fresh(&mut self) -> LocalId {
-        let id = LocalId(self.next_local);
-        self.next_local += 1;
-        id
+        frontend::syntax::fresh_local(&mut self.next_local)
     }
 
     /// A fresh change binder `dx` for base binder `x`.

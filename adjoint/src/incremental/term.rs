@@ -185,8 +185,7 @@ pub fn has_binders(e: &E) -> bool {
 /// Free local variables with the type of their first occurrence, each once, in order.
 pub fn free_locals_typed(e: &E) -> Vec<(Name, LocalId, Type)> {
     let mut out: Vec<(Name, LocalId, Type)> = Vec::new();
-    let mut bound = Vec::new();
-    free_walk(e, &mut bound, &mut |n, id, ty| {
+    visit_free(e, &mut |n, id, ty| {
         if !out.iter().any(|(_, j, _)| *j == id) {
             out.push((n.clone(), id, ty.clone()));
         }
@@ -194,36 +193,13 @@ pub fn free_locals_typed(e: &E) -> Vec<(Name, LocalId, Type)> {
     out
 }
 
-/// Calls `f` on every free occurrence of a local in `e`.
+/// Calls `f` on every free occurrence of a local in `e` (`frontend::lin::visit_free_vars`).
 pub fn visit_free(e: &E, f: &mut dyn FnMut(&Name, LocalId, &Type)) {
-    let mut bound = Vec::new();
-    free_walk(e, &mut bound, f);
-}
-
-fn free_walk(e: &E, bound: &mut Vec<LocalId>, f: &mut dyn FnMut(&Name, LocalId, &Type)) {
-    fn under(p: &Pat, body: &E, bound: &mut Vec<LocalId>, f: &mut dyn FnMut(&Name, LocalId, &Type)) {
-        let mark = bound.len();
-        bound.extend(p.binders().into_iter().map(|(_, id)| id));
-        free_walk(body, bound, f);
-        bound.truncate(mark);
-    }
-    match &e.kind {
-        ExprKind::Var(n, VarRef::Local(id)) => {
-            if !bound.contains(id) {
-                f(n, *id, &e.ty)
-            }
+    frontend::lin::visit_free_vars(e, &mut |v| {
+        if let ExprKind::Var(n, VarRef::Local(id)) = &v.kind {
+            f(n, *id, &v.ty)
         }
-        ExprKind::Lam(p, b) => under(p, b, bound, f),
-        ExprKind::Let(p, a, b) => {
-            free_walk(a, bound, f);
-            under(p, b, bound, f)
-        }
-        ExprKind::Dual(p, s, w) => {
-            under(p, s, bound, f);
-            free_walk(w, bound, f)
-        }
-        _ => frontend::lin::for_each_child(e, &mut |c| free_walk(c, bound, f)),
-    }
+    });
 }
 
 /// How often `id` occurs free in `e`.

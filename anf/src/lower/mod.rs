@@ -148,10 +148,7 @@ pub fn lower(mono: &MonoProgram, options: &LowerOptions) -> Result<Lowered, Lowe
 /// elementary terms): the form the compiler lowers, shared with the pullback semantics.
 fn a_normal(mono: &MonoProgram) -> MonoProgram {
     let mut next = mono.next_local;
-    let mut fresh = || {
-        next += 1;
-        frontend::syntax::LocalId(next - 1)
-    };
+    let mut fresh = || frontend::syntax::fresh_local(&mut next);
     let defs = mono
         .defs
         .iter()

@@ -83,34 +83,17 @@ fn collect_builtin_types(e: &E, out: &mut FxHashSet<String>) {
 
 /// The variables (locals and definitions) `e` uses but does not bind, in order of first use.
 pub(crate) fn free_vars(e: &E) -> Vec<VarKey> {
-    let mut bound = FxHashSet::default();
-    binders(e, &mut bound);
     let mut seen = FxHashSet::default();
     let mut out = Vec::new();
-    uses(e, &bound, &mut seen, &mut out);
+    frontend::lin::visit_free_vars(e, &mut |v| {
+        let key = match &v.kind {
+            ExprKind::Var(_, VarRef::Local(id)) => VarKey::Local(id.0),
+            ExprKind::Var(_, VarRef::Global(d)) => VarKey::Global(d.0),
+            _ => return,
+        };
+        if seen.insert(key) {
+            out.push(key);
+        }
+    });
     out
-}
-
-fn binders(e: &E, bound: &mut FxHashSet<u32>) {
-    match &e.kind {
-        ExprKind::Lam(p, _) | ExprKind::Let(p, _, _) | ExprKind::Dual(p, _, _) => {
-            bound.extend(p.binders().into_iter().map(|(_, id)| id.0));
-        }
-        _ => {}
-    }
-    frontend::lin::for_each_child(e, &mut |c| binders(c, bound));
-}
-
-fn uses(e: &E, bound: &FxHashSet<u32>, seen: &mut FxHashSet<VarKey>, out: &mut Vec<VarKey>) {
-    let key = match &e.kind {
-        ExprKind::Var(_, VarRef::Local(id)) if !bound.contains(&id.0) => Some(VarKey::Local(id.0)),
-        ExprKind::Var(_, VarRef::Global(d)) => Some(VarKey::Global(d.0)),
-        _ => None,
-    };
-    if let Some(k) = key {
-        if seen.insert(k) {
-            out.push(k);
-        }
-    }
-    frontend::lin::for_each_child(e, &mut |c| uses(c, bound, seen, out));
 }

@@ -66,9 +66,7 @@ fn fresh(it: &mut Interp) -> LocalId {
     if it.ilc.next_local < it.program.next_local {
         it.ilc.next_local = it.program.next_local;
     }
-    let id = LocalId(it.ilc.next_local);
-    it.ilc.next_local += 1;
-    id
+    fresh_local(&mut it.ilc.next_local)
 }
 
 fn next_local(it: &Interp) -> u32 {

@@ -227,10 +227,7 @@ pub fn reduce_main(program: &MonoProgram) -> EvalResult {
 /// a longer one takes a line per binding.
 pub fn anf_listing(program: &Program, only: Option<DefId>) -> Result<String, Diagnostic> {
     let mut next = program.next_local;
-    let mut fresh = || {
-        next += 1;
-        LocalId(next - 1)
-    };
+    let mut fresh = || fresh_local(&mut next);
     let mut out = String::new();
     for (i, d) in program.defs.iter().enumerate() {
         if only.is_some_and(|o| o.0 as usize != i) {
