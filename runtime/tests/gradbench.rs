@@ -75,6 +75,8 @@ fn protocol_transcript() {
         json!({"id": 18, "kind": "evaluate", "module": "hello", "function": "double", "input": 9}).to_string(),
         json!({"id": 19, "kind": "evaluate", "module": "hello", "function": "square", "input": [3.0]}).to_string(),
         json!({"id": 20, "kind": "something-new"}).to_string(),
+        json!({"id": 21, "kind": "define", "module": "particle"}).to_string(),
+        json!({"id": 22, "kind": "evaluate", "module": "particle", "function": "ff", "input": {"w": 0.0}}).to_string(),
     ];
     let r = transcript(&msgs);
     assert_eq!(r.len(), msgs.len(), "one answer per message: {r:?}");
@@ -120,6 +122,9 @@ fn protocol_transcript() {
     assert_eq!(r[18]["output"], 18.0);
     assert_eq!(timings(&r[17]).len(), 1);
     assert_eq!(r[20], json!({"id": 20}));
+    assert_eq!(r[21]["success"], true);
+    assert_eq!(r[22]["success"], false);
+    assert!(r[22]["error"].as_str().unwrap().contains("no function `ff` (it has rr)"), "{}", r[22]);
 }
 
 /// GradBench's number comparison: |x - y| / max(1, |x| + |y|) ≤ 1e-4.
