@@ -245,7 +245,7 @@ fn det(m: &[Vec<f64>]) -> f64 {
 }
 
 fn sign(k: usize) -> f64 {
-    if k % 2 == 0 {
+    if k.is_multiple_of(2) {
         1.0
     } else {
         -1.0
@@ -326,9 +326,10 @@ fn gmm_objective(
                 for (r, v) in qx.iter_mut().enumerate() {
                     *v = q[j][r].exp() * diff[r];
                 }
-                for c in 0..d {
-                    for r in c + 1..d {
-                        qx[r] += l[j][idx] * diff[c];
+                // The strictly lower part, column by column.
+                for (c, dc) in diff.iter().enumerate() {
+                    for v in qx.iter_mut().skip(c + 1) {
+                        *v += l[j][idx] * dc;
                         idx += 1;
                     }
                 }
