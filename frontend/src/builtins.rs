@@ -45,6 +45,9 @@ builtins! {
     Max = "max" : "'a -> 'a -> 'a" ["a": NUM];
     Min = "min" : "'a -> 'a -> 'a" ["a": NUM];
     ToReal = "toReal" : "Int -> Real";
+    Floor = "floor" : "Real -> Real";
+    Round = "round" : "Real -> Real";
+    ToInt = "toInt" : "Real -> Int";
     // Arrays.
     Build = "build" : "Int -> (Int -> 'a) -> Array 'a";
     Len = "len" : "Array 'a -> Int";
@@ -54,6 +57,7 @@ builtins! {
     Sum = "sum" : "Array 'a -> 'a" ["a": NUM];
     Dot = "dot" : "Array 'a -> Array 'a -> 'a" ["a": NUM];
     Iterate = "iterate" : "Int -> ('a -> 'a) -> 'a -> 'a";
+    While = "while" : "('a -> Bool) -> ('a -> 'a) -> 'a -> 'a";
     // Duals and 1-forms.
     Star = "star" : "'a -> Dual 'a" ["a": FO];
     Unstar = "unstar" : "Dual 'a -> 'a" ["a": FO];

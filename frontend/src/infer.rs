@@ -421,18 +421,25 @@ impl Infer {
                 Ok(())
             }
             Type::Fun(..) => fail(),
-            Type::Array(x) | Type::Bag(x) => {
+            Type::Array(x) => {
                 if c.contains(Classes::NUM) || c.contains(Classes::EQ) || c.contains(Classes::KEY) {
                     return fail();
                 }
                 self.require(x, Classes(c.0 & Classes::FO.0))
             }
+            // Bags and maps are comparable (`==`), never keys; a map's values must be comparable.
+            Type::Bag(x) => {
+                if c.contains(Classes::NUM) || c.contains(Classes::KEY) {
+                    return fail();
+                }
+                self.require(x, Classes(c.0 & Classes::FO.0))
+            }
             Type::Map(k, x) => {
-                if c.contains(Classes::NUM) || c.contains(Classes::EQ) || c.contains(Classes::KEY) {
+                if c.contains(Classes::NUM) || c.contains(Classes::KEY) {
                     return fail();
                 }
                 self.require(k, Classes(c.0 & Classes::FO.0))?;
-                self.require(x, Classes(c.0 & Classes::FO.0))
+                self.require(x, Classes(c.0 & (Classes::FO.0 | Classes::EQ.0)))
             }
             Type::Group(_) | Type::Dual(_) | Type::Delta(_) => {
                 if c.contains(Classes::NUM)
@@ -752,6 +759,11 @@ impl Infer {
                         self.expect_class(&a2.ty, Classes::NUM, a.span, "the operands of arithmetic")?;
                         self.expect(&b2.ty, &a2.ty, b.span)?;
                         a2.ty.clone()
+                    }
+                    BinOp::Rem => {
+                        self.expect(&a2.ty, &Type::Int, a.span)?;
+                        self.expect(&b2.ty, &Type::Int, b.span)?;
+                        Type::Int
                     }
                     BinOp::Pow => {
                         self.expect(&a2.ty, &Type::Real, a.span)?;

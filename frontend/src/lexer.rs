@@ -59,6 +59,7 @@ pub enum Tok {
     Minus,
     Star,
     Slash,
+    Percent,
     Caret,
     Eof,
 }
@@ -121,6 +122,7 @@ impl Tok {
             Tok::Minus => "-",
             Tok::Star => "*",
             Tok::Slash => "/",
+            Tok::Percent => "%",
             Tok::Caret => "^",
             _ => "?",
         }
@@ -260,6 +262,7 @@ pub fn lex(src: &str) -> Result<Vec<Token>, Diagnostic> {
             '-' => Tok::Minus,
             '*' | '×' => Tok::Star,
             '/' => Tok::Slash,
+            '%' => Tok::Percent,
             '^' => Tok::Caret,
             'λ' => Tok::Lambda,
             'Ω' => Tok::Pullback,

@@ -432,6 +432,7 @@ impl Parser {
             Tok::Minus => BinOp::Sub,
             Tok::Star => BinOp::Mul,
             Tok::Slash => BinOp::Div,
+            Tok::Percent => BinOp::Rem,
             _ => return None,
         };
         (op.prec() == level).then_some(op)

@@ -55,6 +55,8 @@ pub enum BinOp {
     Sub,
     Mul,
     Div,
+    /// `%`: Int remainder, truncated (the sign of the dividend), like `/`.
+    Rem,
     Pow,
 }
 
@@ -75,6 +77,7 @@ impl BinOp {
             BinOp::Sub => "-",
             BinOp::Mul => "*",
             BinOp::Div => "/",
+            BinOp::Rem => "%",
             BinOp::Pow => "^",
         }
     }
@@ -93,7 +96,7 @@ impl BinOp {
             BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => 3,
             BinOp::Oplus | BinOp::Ominus => 4,
             BinOp::Add | BinOp::Sub => 5,
-            BinOp::Mul | BinOp::Div => 6,
+            BinOp::Mul | BinOp::Div | BinOp::Rem => 6,
             BinOp::Pow => 8,
         }
     }

@@ -137,7 +137,8 @@ impl Classes {
     pub const NONE: Classes = Classes(0);
     /// `Int` or `Real`.
     pub const NUM: Classes = Classes(1);
-    /// Comparable with `==`: `Int`, `Real`, `Bool`, `Unit` and tuples of them.
+    /// Comparable with `==`: `Int`, `Real`, `Bool`, `Unit`, bags, maps with comparable values, and
+    /// tuples of them.
     pub const EQ: Classes = Classes(2);
     /// Bag elements and map keys: `Int`, `Bool`, `Unit` and tuples of them.
     pub const KEY: Classes = Classes(4);
@@ -183,7 +184,7 @@ impl Classes {
         if self.contains(Classes::KEY) {
             parts.push("an equality type (Int, Bool, Unit or tuples of them)");
         } else if self.contains(Classes::EQ) {
-            parts.push("a comparable type (Int, Real, Bool, Unit or tuples of them)");
+            parts.push("a comparable type (Int, Real, Bool, Unit, bags, maps or tuples of them)");
         }
         if self.contains(Classes::BASE) {
             parts.push("a base type (not a function or tuple)");

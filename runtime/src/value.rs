@@ -254,9 +254,11 @@ impl Value {
                 a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.equals(y))
             }
             (Value::Bag(a), Value::Bag(b)) => a == b,
+            // Maps are equal up to zero-valued entries (docs/language.md §10): a key one map lacks
+            // must hold a zero in the other.
             (Value::Map(a), Value::Map(b)) => {
-                a.entries.len() == b.entries.len()
-                    && a.entries.iter().all(|(k, v)| b.entries.get(k).is_some_and(|w| v.equals(w)))
+                a.entries.iter().all(|(k, v)| b.entries.get(k).map_or_else(|| v.is_zero_entry(), |w| v.equals(w)))
+                    && b.entries.iter().all(|(k, w)| a.entries.contains_key(k) || w.is_zero_entry())
             }
             (Value::Star(a), Value::Star(b)) => a.equals(b),
             (Value::Change(a), Value::Change(b)) => match (&**a, &**b) {
@@ -264,6 +266,19 @@ impl Value {
                 (Change::GChange(_, x), Change::GChange(_, y)) => x.equals(y),
                 _ => false,
             },
+            _ => false,
+        }
+    }
+
+    /// Is this map value a zero, as the map's equality ignores: `0`, `0.0` (or `-0.0`), an empty
+    /// bag, a map of zeros, a tuple of zeros — the zero of the value type's canonical group.
+    pub fn is_zero_entry(&self) -> bool {
+        match self {
+            Value::Int(n) => *n == 0,
+            Value::Real(x) => *x == 0.0,
+            Value::Bag(b) => b.entries.is_empty(),
+            Value::Map(m) => m.entries.values().all(Value::is_zero_entry),
+            Value::Tuple(xs) => xs.iter().all(Value::is_zero_entry),
             _ => false,
         }
     }

@@ -3,7 +3,7 @@
 //! self-maintainable derivative after dead-code elimination, falling back to the total derivative)
 //! gives the same output. Programs are generated as source text over every primitive with an ILC
 //! derivative and the higher-order constructs (closures capturing variables, let-bound functions,
-//! iterate, array maps and folds, function-typed inputs with function changes).
+//! iterate, while, array maps and folds, function-typed inputs with function changes).
 //!
 //! Seeded and deterministic; `NABLA_ILC_SEED=n` picks another seed, `NABLA_ILC_CASES=n` another count.
 
@@ -79,6 +79,9 @@ const PRIMITIVES: &[&str] = &[
     " * ",
     "if ",
     "iterate",
+    "while",
+    " % ",
+    " != ",
     "map (",
     "fold (",
     "sum ",
@@ -466,7 +469,7 @@ impl Gen<'_> {
 
     fn int_expr(&mut self, env: &Env, d: usize) -> String {
         let e = |g: &mut Self, t| g.expr(t, env, d);
-        match self.rng.below(26) {
+        match self.rng.below(28) {
             0 => format!("({} + {})", e(self, Ty::Int), e(self, Ty::Int)),
             1 => format!("({} - {})", e(self, Ty::Int), e(self, Ty::Int)),
             2 => format!("({} * {})", e(self, Ty::Int), e(self, Ty::Int)),
@@ -561,6 +564,16 @@ impl Gen<'_> {
                 let z = self.name("z");
                 format!("(let {z} = {} in if len {z} > 0 then {z}.[0] else 0)", e(self, Ty::Arr))
             }
+            // Remainder by a divisor that is never 0 (`abs` of the least Int is itself).
+            25 => format!("({} % (abs {} + 1))", e(self, Ty::Int), e(self, Ty::Int)),
+            26 => {
+                // `while` counting to 3 (recomputed: `nil while`).
+                let (f, p) = (self.fun(env, d), self.name("p"));
+                format!(
+                    "((while (fun ({p} : Int * Int) -> {p}.1 < 3) (fun ({p} : Int * Int) -> ({p}.1 + 1, {f} {p}.2)) (0, {})).2)",
+                    e(self, Ty::Int)
+                )
+            }
             _ => self.leaf(Ty::Int, env),
         }
     }
@@ -585,13 +598,15 @@ impl Gen<'_> {
 
     fn bool_expr(&mut self, env: &Env, d: usize) -> String {
         let e = |g: &mut Self, t| g.expr(t, env, d);
-        match self.rng.below(7) {
+        match self.rng.below(9) {
             0 => format!("({} < {})", e(self, Ty::Int), e(self, Ty::Int)),
             1 => format!("({} == {})", e(self, Ty::Int), e(self, Ty::Int)),
             2 => format!("({} && {})", e(self, Ty::Bool), e(self, Ty::Bool)),
             3 => format!("({} || {})", e(self, Ty::Bool), e(self, Ty::Bool)),
             4 => format!("(not {})", e(self, Ty::Bool)),
             5 => format!("({} < {})", e(self, Ty::Real), e(self, Ty::Real)),
+            6 => format!("({} == {})", e(self, Ty::Bag), e(self, Ty::Bag)),
+            7 => format!("({} != {})", e(self, Ty::MapII), e(self, Ty::MapII)),
             _ => self.leaf(Ty::Bool, env),
         }
     }

@@ -253,14 +253,22 @@ impl Gen {
             6 => {
                 let n = if self.rng.chance(90) { self.rng.range(0, 4).to_string() } else { self.int_lit() };
                 let f = self.expr(&fun(t.clone(), t.clone()), d);
+                if self.rng.chance(30) {
+                    // `while` counting to n (a negative n: no iteration).
+                    let p = self.name("p");
+                    return format!(
+                        "((while (fun ({p} : Int * ({t})) -> {p}.1 < {n}) (fun ({p} : Int * ({t})) -> ({p}.1 + 1, {f} {p}.2)) (0, {})).2)",
+                        self.expr(t, d)
+                    );
+                }
                 return format!("(iterate {n} {f} {})", self.expr(t, d));
             }
             _ => {}
         }
         match t {
-            Ty::Int => match self.rng.below(13) {
+            Ty::Int => match self.rng.below(14) {
                 0..=2 => {
-                    let op = ["+", "-", "*", "/"][self.rng.below(4) as usize];
+                    let op = ["+", "-", "*", "/", "%"][self.rng.below(5) as usize];
                     format!("({} {op} {})", self.expr(t, d), self.expr(t, d))
                 }
                 3 => {
@@ -285,6 +293,8 @@ impl Gen {
                     format!("({f} {} {})", self.expr(t, d), self.expr(t, d))
                 }
                 8 => format!("(lookup intGroup {} {})", self.expr(t, d), self.expr(&Ty::Map, d)),
+                // NaN and out-of-range values are errors both engines must report alike.
+                13 => format!("(toInt {})", self.expr(&Ty::Real, d)),
                 9 => {
                     let (k, v) = (self.name("k"), self.name("w"));
                     self.env.push((k.clone(), Ty::Int));
@@ -318,7 +328,8 @@ impl Gen {
                 }
                 3 => format!("(toReal {})", self.expr(&Ty::Int, d)),
                 4 => {
-                    let f = ["sin", "cos", "exp", "sqrt", "tanh", "sigmoid", "abs", "log"][self.rng.below(8) as usize];
+                    let f = ["sin", "cos", "exp", "sqrt", "tanh", "sigmoid", "abs", "log", "floor", "round"]
+                        [self.rng.below(10) as usize];
                     format!("({f} {})", self.expr(t, d))
                 }
                 5 => format!("({} ^ {})", self.expr(t, d), self.expr(t, d)),
@@ -341,6 +352,11 @@ impl Gen {
                     format!("({} {op} {})", self.expr(t, d), self.expr(t, d))
                 }
                 3 => format!("(not {})", self.expr(t, d)),
+                4 if self.rng.chance(50) => {
+                    let u = [Ty::Bag, Ty::Map][self.rng.below(2) as usize].clone();
+                    let op = ["==", "!="][self.rng.below(2) as usize];
+                    format!("({} {op} {})", self.expr(&u, d), self.expr(&u, d))
+                }
                 _ => self.leaf(t),
             },
             Ty::Pair(a, b) => match self.rng.below(4) {

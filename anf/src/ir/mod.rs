@@ -318,11 +318,14 @@ pub enum TrapCode {
     DuplicateKey = 12,
     /// Calls nested deeper than the stack the runtime allows (recursive functions check).
     StackOverflow = 13,
+    /// `toInt` of NaN or of a value outside Int's range. Payload: 0 for NaN, 1 for a value at
+    /// or above 2^63, -1 for one below -2^63.
+    ToIntRange = 14,
 }
 
 impl TrapCode {
     /// Every trap code, in numeric order.
-    pub const ALL: [TrapCode; 13] = [
+    pub const ALL: [TrapCode; 14] = [
         TrapCode::IndexOutOfBounds,
         TrapCode::DivisionByZero,
         TrapCode::NegativeLength,
@@ -336,6 +339,7 @@ impl TrapCode {
         TrapCode::IterateNegative,
         TrapCode::DuplicateKey,
         TrapCode::StackOverflow,
+        TrapCode::ToIntRange,
     ];
     /// The name used in the text format.
     pub fn name(self) -> &'static str {
@@ -353,6 +357,7 @@ impl TrapCode {
             TrapCode::IterateNegative => "iterate_negative",
             TrapCode::DuplicateKey => "duplicate_key",
             TrapCode::StackOverflow => "stack_overflow",
+            TrapCode::ToIntRange => "to_int_range",
         }
     }
     /// The numeric code passed to `nabla_trap`.
@@ -383,6 +388,11 @@ impl TrapCode {
             TrapCode::IterateNegative => format!("iterate: negative count {a}"),
             TrapCode::DuplicateKey => "duplicate key in map literal".to_string(),
             TrapCode::StackOverflow => "evaluation nested too deeply".to_string(),
+            TrapCode::ToIntRange => match a {
+                0 => "toInt: NaN is not an Int".to_string(),
+                1 => "toInt: a value at or above 2^63 is out of Int's range".to_string(),
+                _ => "toInt: a value below -2^63 is out of Int's range".to_string(),
+            },
         }
     }
 }

@@ -50,6 +50,10 @@ pub const SUPPORT: &[SupportDecl] = &[
     decl("nabla_tanh", &[F], &[F], false),
     decl("nabla_sigmoid", &[F], &[F], false),
     decl("nabla_pow", &[F, F], &[F], false),
+    decl("nabla_floor", &[F], &[F], false),
+    decl("nabla_round", &[F], &[F], false),
+    // `f64 -> i64` truncating, for a value already checked to be in range (`toInt`).
+    decl("nabla_to_int", &[F], &[I], false),
     // Bags: `(key_words) -> bag`; insert adds a signed multiplicity in place (fresh bags only).
     decl("nabla_bag_new", &[I], &[P], true),
     decl("nabla_bag_insert", &[P, P, I], &[], true),

@@ -94,6 +94,9 @@ impl Lowerer<'_> {
                 LVal::Word(self.b().select(better, y, x))
             }
             B::ToReal => LVal::Word(self.b().unary(UnaryOp::Itof, w(0)?)),
+            B::Floor => real1(self, "nabla_floor")?,
+            B::Round => real1(self, "nabla_round")?,
+            B::ToInt => LVal::Word(self.to_int(w(0)?, site)?),
             B::Build => self.build(&result, w(0)?, args[1].clone(), site)?,
             B::Len => LVal::Word(self.b().array_len(w(0)?)),
             B::Map => self.map_array(&arg_type(ty, 1)?, &result, args[0].clone(), w(1)?, site)?,
@@ -104,6 +107,7 @@ impl Lowerer<'_> {
             B::Sum => self.sum(&result, w(0)?)?,
             B::Dot => self.dot(&result, w(0)?, w(1)?, site)?,
             B::Iterate => self.iterate(&result, w(0)?, args[1].clone(), args[2].clone(), site)?,
+            B::While => self.while_(&result, args[0].clone(), args[1].clone(), args[2].clone(), site)?,
             B::IntGroup | B::RealGroup | B::BagGroup | B::EmptyBag | B::EmptyMap => self.builtin_value(b, ty)?,
             B::MapGroup => LVal::Word(self.group_record(GroupKind::Map, &[w(0)?])),
             B::PairGroup => LVal::Word(self.group_record(GroupKind::Pair, &[w(0)?, w(1)?])),
@@ -323,6 +327,26 @@ impl Lowerer<'_> {
         Ok(LVal::Word(out[0]))
     }
 
+    /// `toInt x`: truncation toward zero; NaN or `x` outside `[-2^63, 2^63)` fails with the
+    /// interpreter's message (payload 0 for NaN, 1 above, -1 below).
+    fn to_int(&mut self, x: Value, site: Site) -> R<Value> {
+        let two63 = 9_223_372_036_854_775_808.0;
+        let hi = self.b().fconst(two63);
+        let lo = self.b().fconst(-two63);
+        let below_hi = self.b().fcmp(Cmp::Lt, x, hi);
+        let above_lo = self.b().fcmp(Cmp::Ge, x, lo);
+        let ok = self.b().binary(BinaryOp::And, below_hi, above_lo);
+        let bad = self.b().unary(UnaryOp::Not, ok);
+        let nan = self.b().fcmp(Cmp::Ne, x, x);
+        let fzero = self.b().fconst(0.0);
+        let positive = self.b().fcmp(Cmp::Gt, x, fzero);
+        let (zero, one, minus) = (self.b().iconst(0), self.b().iconst(1), self.b().iconst(-1));
+        let sign = self.b().select(positive, one, minus);
+        let why = self.b().select(nan, zero, sign);
+        self.fail_if(bad, TrapCode::ToIntRange, site, why, zero);
+        self.ext1("nabla_to_int", vec![x])
+    }
+
     /// `iterate n f x`: `f` applied `n` times.
     fn iterate(&mut self, t: &Type, n: Value, f: LVal, x: LVal, site: Site) -> R<LVal> {
         let zero = self.b().iconst(0);
@@ -334,6 +358,26 @@ impl Lowerer<'_> {
             let r = l.apply(f.clone(), vec![(v, site)])?;
             l.materialize(&r)
         })?;
+        Self::from_slice(t, &out)
+    }
+
+    /// `while p f x`: `f` applied while `p` holds of the carried value, as a native loop (compacted
+    /// like `iterate`'s).
+    fn while_(&mut self, t: &Type, p: LVal, f: LVal, x: LVal, site: Site) -> R<LVal> {
+        let init = self.materialize(&x)?;
+        let out = self.compacting_while(
+            t,
+            init,
+            &mut |l, acc| {
+                let v = Self::from_slice(t, &acc)?;
+                l.apply(p.clone(), vec![(v, site)])?.word()
+            },
+            &mut |l, acc| {
+                let v = Self::from_slice(t, &acc)?;
+                let r = l.apply(f.clone(), vec![(v, site)])?;
+                l.materialize(&r)
+            },
+        )?;
         Self::from_slice(t, &out)
     }
 

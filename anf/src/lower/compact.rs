@@ -1,4 +1,4 @@
-//! Compaction of loop-carried values: memory reuse for long `iterate` and `fold` loops.
+//! Compaction of loop-carried values: memory reuse for long `iterate`, `while` and `fold` loops.
 //!
 //! Compiled code allocates from a per-call arena that is freed when the call returns. A loop
 //! whose carried value is rebuilt each iteration (`iterate n (fun a -> map g a) a0`) would need
@@ -58,30 +58,60 @@ impl Lowerer<'_> {
         // The last carried word: the bound the next compaction waits for (twice the survivor).
         init.push(self.b().iconst(0));
         let mut out = self.counted_loop(n, init, &mut |l, i, acc| {
-            let threshold = acc[words];
             let next = body(l, i, acc[..words].to_vec())?;
-            let go = l.ext1("nabla_arena_compact_begin", vec![mark, threshold])?;
-            let mut tys: Vec<ir::Type> = next.iter().map(|v| l.vty(*v)).collect();
-            tys.push(ir::Type::I64);
-            l.branch(
-                go,
-                &tys,
-                &mut |l| {
-                    let out = l.copy_words(t, &next)?;
-                    let survivor = l.ext1("nabla_arena_compact_end", vec![mark])?;
-                    let mut back = l.copy_words(t, &out)?;
-                    back.push(l.b().binary(BinaryOp::Iadd, survivor, survivor));
-                    Ok(back)
-                },
-                &mut |_| {
-                    let mut same = next.clone();
-                    same.push(threshold);
-                    Ok(same)
-                },
-            )
+            l.compact_step(t, mark, acc[words], next)
         })?;
         out.truncate(words);
         Ok(out)
+    }
+
+    /// `while_loop` over a carried value of type `t`, compacting it like [`Self::compacting_loop`]
+    /// (`while p f x` is `iterate` with a predicate for a count).
+    pub(crate) fn compacting_while(
+        &mut self,
+        t: &Type,
+        init: Vec<Value>,
+        cond: &mut dyn FnMut(&mut Self, Vec<Value>) -> R<Value>,
+        body: &mut dyn FnMut(&mut Self, Vec<Value>) -> R<Vec<Value>>,
+    ) -> R<Vec<Value>> {
+        if !compactable(t) {
+            return self.while_loop(init, cond, body);
+        }
+        let mark = self.ext1("nabla_arena_mark", vec![])?;
+        let words = init.len();
+        let mut init = init;
+        init.push(self.b().iconst(0));
+        let mut out = self.while_loop(init, &mut |l, acc| cond(l, acc[..words].to_vec()), &mut |l, acc| {
+            let next = body(l, acc[..words].to_vec())?;
+            l.compact_step(t, mark, acc[words], next)
+        })?;
+        out.truncate(words);
+        Ok(out)
+    }
+
+    /// After one iteration made `next`: if the loop allocated more than `threshold` since `mark`,
+    /// copy `next` out, release to the mark and copy it back. Gives the carried words followed by
+    /// the next threshold.
+    fn compact_step(&mut self, t: &Type, mark: Value, threshold: Value, next: Vec<Value>) -> R<Vec<Value>> {
+        let go = self.ext1("nabla_arena_compact_begin", vec![mark, threshold])?;
+        let mut tys: Vec<ir::Type> = next.iter().map(|v| self.vty(*v)).collect();
+        tys.push(ir::Type::I64);
+        self.branch(
+            go,
+            &tys,
+            &mut |l| {
+                let out = l.copy_words(t, &next)?;
+                let survivor = l.ext1("nabla_arena_compact_end", vec![mark])?;
+                let mut back = l.copy_words(t, &out)?;
+                back.push(l.b().binary(BinaryOp::Iadd, survivor, survivor));
+                Ok(back)
+            },
+            &mut |_| {
+                let mut same = next.clone();
+                same.push(threshold);
+                Ok(same)
+            },
+        )
     }
 
     /// A deep copy of the words of a [`compactable`] value of type `t`: fresh arrays all the way

@@ -237,6 +237,7 @@ impl Lowerer<'_> {
                     BinOp::Mul => self.b().binary(if int { BinaryOp::Imul } else { BinaryOp::Fmul }, x, y),
                     BinOp::Div if int => self.int_div(x, y, site)?,
                     BinOp::Div => self.b().binary(BinaryOp::Fdiv, x, y),
+                    BinOp::Rem => self.int_rem(x, y, site)?,
                     BinOp::Pow => self.ext1("nabla_pow", vec![x, y])?,
                     BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
                         let c = match op {
@@ -264,6 +265,14 @@ impl Lowerer<'_> {
         let is_zero = self.b().icmp(Cmp::Eq, y, zero);
         self.fail_if(is_zero, ir::TrapCode::DivisionByZero, site, x, y);
         Ok(self.b().binary(BinaryOp::Sdiv, x, y))
+    }
+
+    /// Int `x % y`: division by zero is the same error as `/`'s.
+    pub(crate) fn int_rem(&mut self, x: Value, y: Value, site: Site) -> R<Value> {
+        let zero = self.b().iconst(0);
+        let is_zero = self.b().icmp(Cmp::Eq, y, zero);
+        self.fail_if(is_zero, ir::TrapCode::DivisionByZero, site, x, y);
+        Ok(self.b().binary(BinaryOp::Srem, x, y))
     }
 
     /// Traps with `code` at `site` if `cond` holds; continues in a new block otherwise.

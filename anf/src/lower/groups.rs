@@ -235,6 +235,43 @@ impl Lowerer<'_> {
         })
     }
 
+    /// Is the map value `v` of type `t` a zero (`runtime::value::Value::is_zero_entry`): `0`, `0.0`,
+    /// an empty bag, a map of zeros, a tuple of zeros.
+    fn is_zero_entry(&mut self, t: &Type, v: &LVal) -> R<Value> {
+        Ok(match t {
+            Type::Int => {
+                let zero = self.b().iconst(0);
+                self.b().icmp(Cmp::Eq, v.word()?, zero)
+            }
+            Type::Real => {
+                let zero = self.b().fconst(0.0);
+                self.b().fcmp(Cmp::Eq, v.word()?, zero)
+            }
+            Type::Bag(_) => {
+                let n = self.ext1("nabla_bag_len", vec![v.word()?])?;
+                let zero = self.b().iconst(0);
+                self.b().icmp(Cmp::Eq, n, zero)
+            }
+            Type::Map(kt, vt) => {
+                let yes = self.b().bconst(true);
+                self.map_loop(kt, vt, v.word()?, vec![yes], &mut |l, _, _, u, acc| {
+                    let z = l.is_zero_entry(vt, &u)?;
+                    Ok(vec![l.b().binary(BinaryOp::And, acc[0], z)])
+                })?[0]
+            }
+            Type::Tuple(ts) => {
+                let xs = v.components()?.to_vec();
+                let mut acc = self.b().bconst(true);
+                for (t, x) in ts.iter().zip(&xs) {
+                    let z = self.is_zero_entry(t, x)?;
+                    acc = self.b().binary(BinaryOp::And, acc, z);
+                }
+                acc
+            }
+            _ => self.b().bconst(false),
+        })
+    }
+
     /// A copy of `v` whose bags and maps are fresh (so `op_into` may update them).
     fn fresh(&mut self, t: &Type, v: &LVal) -> R<LVal> {
         if !holds_collections(t) {
@@ -705,19 +742,31 @@ impl Lowerer<'_> {
                     Ok(vec![])
                 })?;
             }
+            // Equal up to zero-valued entries (`runtime::value::Value::equals`): each entry of `x`
+            // equals `y`'s or, absent there, is zero; each entry of `y` absent from `x` is zero.
             Type::Map(kt, vt) => {
                 let (x, y) = (a.word()?, b.word()?);
-                let n = self.ext1("nabla_map_len", vec![x])?;
-                let m = self.ext1("nabla_map_len", vec![y])?;
-                let same = self.b().icmp(Cmp::Eq, n, m);
-                check(self, same);
                 let scratch = self.scratch(flat(vt).len());
                 self.map_loop(kt, vt, x, vec![], &mut |l, rec, _, u, _| {
                     let found = l.ext1("nabla_map_get", vec![y, rec, scratch])?;
-                    check(l, found);
-                    let v = l.load_value(vt, scratch, 0)?;
-                    let e = l.eq_values(vt, &u, &v)?;
-                    check(l, e);
+                    let e = l.branch(
+                        found,
+                        &[ir::Type::Bool],
+                        &mut |l| {
+                            let v = l.load_value(vt, scratch, 0)?;
+                            Ok(vec![l.eq_values(vt, &u, &v)?])
+                        },
+                        &mut |l| Ok(vec![l.is_zero_entry(vt, &u)?]),
+                    )?;
+                    check(l, e[0]);
+                    Ok(vec![])
+                })?;
+                self.map_loop(kt, vt, y, vec![], &mut |l, rec, _, w, _| {
+                    let found = l.ext1("nabla_map_get", vec![x, rec, scratch])?;
+                    let e = l.branch(found, &[ir::Type::Bool], &mut |l| Ok(vec![l.b().bconst(true)]), &mut |l| {
+                        Ok(vec![l.is_zero_entry(vt, &w)?])
+                    })?;
+                    check(l, e[0]);
                     Ok(vec![])
                 })?;
             }

@@ -474,6 +474,29 @@ impl<'p> Lowerer<'p> {
         Ok(ep)
     }
 
+    /// A loop over the carried words `init` that runs `body` while `cond` (of the carried words)
+    /// is true; gives the carried words at exit (`while`).
+    pub(crate) fn while_loop(
+        &mut self,
+        init: Vec<Value>,
+        cond: &mut dyn FnMut(&mut Self, Vec<Value>) -> R<Value>,
+        body: &mut dyn FnMut(&mut Self, Vec<Value>) -> R<Vec<Value>>,
+    ) -> R<Vec<Value>> {
+        let tys: Vec<ir::Type> = init.iter().map(|v| self.vty(*v)).collect();
+        let (header, hp) = self.block(&tys);
+        let (body_block, _) = self.block(&[]);
+        let (exit, ep) = self.block(&tys);
+        self.b().jump(header, init);
+        self.switch_to(header);
+        let c = cond(self, hp.clone())?;
+        self.b().brif(c, ir::BlockCall::new(body_block, vec![]), ir::BlockCall::new(exit, hp.clone()));
+        self.switch_to(body_block);
+        let next = body(self, hp)?;
+        self.b().jump(header, next);
+        self.switch_to(exit);
+        Ok(ep)
+    }
+
     /// `if c { then } else { els }`, each branch giving words of types `tys`; gives the joined words.
     pub(crate) fn branch(
         &mut self,

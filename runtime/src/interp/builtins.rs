@@ -81,6 +81,14 @@ pub fn index(a: &Value, i: &Value, span: Span) -> EvalResult {
     Ok(a[i as usize].clone())
 }
 
+/// 2^63: `toInt x` needs `-2^63 <= x < 2^63`.
+const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+
+/// The error of `toInt` (the compiled trap's message: `why` is 0 for NaN, 1 above, -1 below).
+fn to_int_message(why: i64) -> String {
+    anf::ir::TrapCode::ToIntRange.message(why, 0)
+}
+
 fn real1(args: &[Value], span: Span, f: fn(f64) -> f64) -> EvalResult {
     Ok(Value::Real(f(real(&args[0], span)?)))
 }
@@ -121,6 +129,24 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
             }
         },
         B::ToReal => Value::Real(int(&args[0], span)? as f64),
+        B::Floor => real1(&args, span, f64::floor)?,
+        // Ties away from zero (Rust's `f64::round`).
+        B::Round => real1(&args, span, f64::round)?,
+        // Truncates toward zero; NaN and values outside Int's range are errors.
+        B::ToInt => {
+            let x = real(&args[0], span)?;
+            if !(-TWO_63..TWO_63).contains(&x) {
+                let why = if x.is_nan() {
+                    0
+                } else if x > 0.0 {
+                    1
+                } else {
+                    -1
+                };
+                return Err(Diagnostic::error(span, to_int_message(why)));
+            }
+            Value::Int(x as i64)
+        }
         B::Build => {
             let n = int(&args[0], span)?;
             let mut out = alloc(n, "build", span)?;
@@ -184,6 +210,18 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
             let mut acc = args[2].clone();
             for _ in 0..n {
                 acc = it.apply(&args[1], acc, span)?;
+            }
+            acc
+        }
+        B::While => {
+            // An unbounded loop; it keeps no stack, so only the predicate decides when it ends.
+            let mut acc = args[2].clone();
+            loop {
+                match it.apply(&args[0], acc.clone(), span)? {
+                    Value::Bool(true) => acc = it.apply(&args[1], acc, span)?,
+                    Value::Bool(false) => break,
+                    v => return Err(Diagnostic::error(span, format!("internal: while: predicate gave {v:?}"))),
+                }
             }
             acc
         }

@@ -235,6 +235,13 @@ impl<'p> Interp<'p> {
                 }
                 Int(x.wrapping_div(*y))
             }
+            // Truncated like `/` (the sign of the dividend); `i64::MIN % -1` is 0.
+            (BinOp::Rem, Int(x), Int(y)) => {
+                if *y == 0 {
+                    return Err(Diagnostic::error(span, "division by zero"));
+                }
+                Int(x.wrapping_rem(*y))
+            }
             (BinOp::Add, Real(x), Real(y)) => Real(x + y),
             (BinOp::Sub, Real(x), Real(y)) => Real(x - y),
             (BinOp::Mul, Real(x), Real(y)) => Real(x * y),

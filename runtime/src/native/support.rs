@@ -75,6 +75,18 @@ pub unsafe extern "C" fn nabla_arena_compact_end(ctx: *mut CtxHeader, mark: i64)
     guard(ctx, 0, |cx| Ok(cx.compact_end(mark)))
 }
 
+/// `floor`.
+pub unsafe extern "C" fn nabla_floor(_ctx: *mut CtxHeader, x: f64) -> f64 {
+    x.floor()
+}
+/// `round`: ties away from zero.
+pub unsafe extern "C" fn nabla_round(_ctx: *mut CtxHeader, x: f64) -> f64 {
+    x.round()
+}
+/// `toInt` after its range check: truncation toward zero (saturating, so never undefined).
+pub unsafe extern "C" fn nabla_to_int(_ctx: *mut CtxHeader, x: f64) -> i64 {
+    x as i64
+}
 /// `sin`.
 pub unsafe extern "C" fn nabla_sin(_ctx: *mut CtxHeader, x: f64) -> f64 {
     x.sin()
@@ -314,6 +326,9 @@ pub fn address(name: &str) -> Option<*const u8> {
         "nabla_tanh" => nabla_tanh as *const u8,
         "nabla_sigmoid" => nabla_sigmoid as *const u8,
         "nabla_pow" => nabla_pow as *const u8,
+        "nabla_floor" => nabla_floor as *const u8,
+        "nabla_round" => nabla_round as *const u8,
+        "nabla_to_int" => nabla_to_int as *const u8,
         "nabla_bag_new" => nabla_bag_new as *const u8,
         "nabla_bag_insert" => nabla_bag_insert as *const u8,
         "nabla_bag_merge" => nabla_bag_merge as *const u8,

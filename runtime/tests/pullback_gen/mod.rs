@@ -6,7 +6,7 @@
 //! bounded arguments, and the kinks of `if`, `max`, `min` and `abs` only look at input variables
 //! compared with thresholds chosen at least 0.1 away from the evaluation point, so a finite
 //! difference never crosses one. They use closures, tuples and their patterns, arrays with `map`,
-//! `fold`, `zipWith`, `build`, `sum`, `dot`, indexing, `iterate`, nested `grad`, and nested pullbacks
+//! `fold`, `zipWith`, `build`, `sum`, `dot`, indexing, `iterate`, `while`, nested `grad`, and nested pullbacks
 //! whose dual is applied to a tangent.
 
 #![allow(dead_code)]
@@ -215,6 +215,14 @@ impl Gen<'_> {
                 let mut env2 = env.to_vec();
                 env2.push(u.clone());
                 let body = self.real(&env2, d.min(2));
+                if self.rng.below(2) == 0 {
+                    // The same contraction under `while`, counting to 2.
+                    let p = self.name("p");
+                    return format!(
+                        "(while (fun ({p} : Int * Real) -> {p}.1 < 2) (fun ({p} : Int * Real) -> let {u} = {p}.2 in ({p}.1 + 1, 0.5 * {u} + 0.25 * tanh ({body}))) (0, {})).2",
+                        self.atom(env, d)
+                    );
+                }
                 format!("iterate 2 (fun {u} -> 0.5 * {u} + 0.25 * tanh ({body})) {}", self.atom(env, d))
             }
             23 => {

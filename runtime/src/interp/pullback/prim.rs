@@ -1,7 +1,7 @@
 //! Function symbols — the paper's F, the "easily differentiable" functions — and their Jacobians.
 //!
 //! F holds the Real primitives (`+ - * / ^ neg sin cos tan exp log sqrt tanh sigmoid abs max min
-//! toReal`), the first-order array primitives (`sum`, `dot`, `.[i]`, `len`), and every definition
+//! toReal floor round`), the first-order array primitives (`sum`, `dot`, `.[i]`, `len`), and every definition
 //! of first-order type `s -> t` (so `g`, `mult` and `pow2` of Example 3.1 are symbols, as in the
 //! paper). Each symbol has a value (reduction 3), a Jacobian along a tangent (reduction 4), a
 //! transposed Jacobian (reduction 5), and — for nested differentiation, which differentiates
@@ -55,6 +55,8 @@ pub fn is_prim(b: Builtin) -> bool {
             | B::Max
             | B::Min
             | B::ToReal
+            | B::Floor
+            | B::Round
             | B::Sum
             | B::Dot
             | B::Len
@@ -107,7 +109,7 @@ impl Sym {
         match self {
             Sym::Prim(b, t) => final_result(t, b.arity()),
             Sym::Op(op, t) => match op {
-                BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Pow => t.clone(),
+                BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem | BinOp::Pow => t.clone(),
                 _ => Type::Bool,
             },
             Sym::Index(t) => match t {
@@ -421,6 +423,8 @@ impl Sym {
                         0.0
                     })],
                     B::Neg => vec![Some(-1.0)],
+                    // Reductions 4, 5 (J of a primitive of F): floor, round are constant between kinks; 0 at them too.
+                    B::Floor | B::Round => vec![Some(0.0)],
                     // A tie goes to the first argument, as `max` itself does.
                     B::Max => {
                         let y = r(ps.get(1)?)?;
@@ -500,6 +504,8 @@ impl Sym {
                     B::Max => cond(gt(ps[1].clone(), x), ts[1].clone(), dx),
                     B::Min => cond(lt(ps[1].clone(), x), ts[1].clone(), dx),
                     B::ToReal => zero(&Type::Real),
+                    // Rule J (a primitive's derivative as a term): floor, round have derivative 0.
+                    B::Floor | B::Round => zero(&Type::Real),
                     B::Sum => app(&builtin(B::Sum, ty.clone()), dx),
                     B::Dot => {
                         let dot = |a: E, b: E| app_n(&builtin(B::Dot, ty.clone()), vec![a, b]);

@@ -17,7 +17,7 @@
 //!
 //! Extensions, each reported under its own label: `δ` unfolds a definition; `η` makes a function
 //! value a λ where a rule needs one; `A` A-normalises; `if`, `map`, `zipWith`, `build`, `fold`,
-//! `iterate` unfold control and array primitives at known sizes; `grad`, `vjp`, `jacobian` unfold
+//! `iterate`, `while` unfold control and array primitives at known sizes; `grad`, `vjp`, `jacobian` unfold
 //! into the pullbacks they abbreviate; `D` applies a dual map to a tangent and `r*` a dual vector;
 //! `+` adds literal vectors; `0` the laws of the symbolic zero; `≡` the paper's identities
 //! `(S + S′) P ≡ S P + S′ P` and linearity of dual maps in their argument.
@@ -608,6 +608,13 @@ impl<'a, 'p> Reducer<'a, 'p> {
                 }
                 _ => None,
             },
+            // (while) while p f x → if p x then while p f (f x) else x: one iteration at a time, each
+            // a step of the reduction loop (no recursion, so no depth grows with the iterations).
+            B::While => {
+                let again = app_n(head, vec![args[0].clone(), args[1].clone(), app(&args[1], args[2].clone())]);
+                let c = app(&args[0], args[2].clone());
+                Some((lab("while"), mk(ExprKind::If(c, again, args[2].clone()), t.ty.clone())))
+            }
             // r* is a value; 0* is the zero dual.
             B::Star => is_zero(&args[0]).then(|| (lab("0"), zero(&t.ty))),
             B::Unstar => match &args[0].kind {

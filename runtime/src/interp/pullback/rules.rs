@@ -30,6 +30,7 @@
 //! (build) build n f ↦ [f 0, …, f (n-1)]                n = V_n                           (ext)
 //! (fold)  fold f b xs ↦ f (… (f b xs.[0]) …) xs.[n-1]                                    (ext)
 //! (iterate) iterate n f x ↦ f (… (f x))                 n applications                   (ext)
+//! (while) while p f x ↦ f (… (f x))                     n = the iterations taken at V    (ext)
 //! (grad)  grad f x ↦ unstar (((Ω f)·(Ω 1.0)) x); likewise vjp, jacobian                  (ext)
 //! (J)     (J f · t) p ↦ the derivative of f as a term, to differentiate it again, its premise
 //!         at p's shape [p.[0], …, p.[n-1]], n = len Vₚ                                   (ext)
@@ -552,7 +553,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
                     let s = if is_zero(&t) { zero(&e.ty) } else { star(t) };
                     Ok(Elem::Jac { label: "lin".into(), s, primal: at.primal(e) })
                 }
-                B::Map | B::ZipWith | B::Build | B::Fold | B::Iterate => self.unfold_at(at, e, b, &args),
+                B::Map | B::ZipWith | B::Build | B::Fold | B::Iterate | B::While => self.unfold_at(at, e, b, &args),
                 B::Grad | B::Vjp => {
                     let c = if b == B::Grad { real(1.0) } else { args[2].clone() };
                     let d = app(&pullback(args[0].clone(), omega(c)), args[1].clone());
@@ -695,13 +696,38 @@ impl<'a, 'p> Reducer<'a, 'p> {
                 .map(|n| (0..n).fold(args[1].clone(), |acc, i| app_n(&args[0], vec![acc, elem(&args[2], i)]))),
             // (iterate) iterate n f x ↦ f (… (f x)), n applications.
             B::Iterate => count(&args[0]).map(|n| (0..n).fold(args[2].clone(), |x, _| app(&args[1], x))),
+            // (while) while p f x ↦ f (… (f x)), n applications, n the iterations taken at the point.
+            B::While => self
+                .iterations(&at.prim(&args[0]), &at.prim(&args[1]), at.prim(&args[2]))?
+                .map(|n| (0..n).fold(args[2].clone(), |x, _| app(&args[1], x))),
             _ => None,
         };
         match term {
             Some(t) => Ok(Elem::Rewrite { label: b.name().into(), series: self.anormalise(&t) }),
             None => {
-                self.note(&format!("  (`{}` cannot unfold: its size is not known at this point)", b.name()));
+                let what = if b == Builtin::While { "iteration count" } else { "size" };
+                self.note(&format!("  (`{}` cannot unfold: its {what} is not known at this point)", b.name()));
                 Ok(Elem::Stuck)
+            }
+        }
+    }
+}
+
+impl Reducer<'_, '_> {
+    /// How many times `while p f x` applies `f`, `p`, `f` and `x` being values at the point: the
+    /// loop run there (not traced). `None` when a condition is not a literal (a symbolic point).
+    fn iterations(&mut self, p: &E, f: &E, x: E) -> R<Option<usize>> {
+        let mut x = x;
+        let mut n = 0usize;
+        loop {
+            let c = self.quietly(|r| r.eval(&app(p, x.clone())))?;
+            match &c.kind {
+                ExprKind::Lit(Lit::Bool(true)) => {
+                    x = self.quietly(|r| r.eval(&app(f, x.clone())))?;
+                    n += 1;
+                }
+                ExprKind::Lit(Lit::Bool(false)) => return Ok(Some(n)),
+                _ => return Ok(None),
             }
         }
     }
