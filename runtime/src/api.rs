@@ -44,6 +44,10 @@
 //! ```
 //!
 //! A `Compiled` is not `Send`: it owns its machine code and must stay on the thread that made it.
+//!
+//! [`Arg::Value`] passes any data value (arrays of arrays, of tuples, of `Int`s) to a parameter of
+//! that type. [`Function`] takes whole values per parameter and runs on whichever engine handles
+//! the definition: the JIT through `Compiled`, or the interpreter for constructs not compiled yet.
 
 use anf::ir;
 use anf::lower::{self, LowerOptions};

@@ -100,6 +100,17 @@ pub const MODULES: &[ModuleSpec] = &[
         source: include_str!("../gradbench/kmeans.nbl"),
         functions: &[keys("cost", "cost", &["points", "centroids"]), keys("dir", "dir", &["points", "centroids"])],
     },
+    // Nabla has reverse mode only: of the four variants (outer × inner AD mode) it answers `rr`.
+    ModuleSpec {
+        name: "particle",
+        source: include_str!("../gradbench/particle.nbl"),
+        functions: &[keys("rr", "rr", &["w"])],
+    },
+    ModuleSpec {
+        name: "saddle",
+        source: include_str!("../gradbench/saddle.nbl"),
+        functions: &[keys("rr", "rr", &["start"])],
+    },
 ];
 
 const GMM_INPUTS: &[&str] = &["x", "m", "gamma", "alpha", "mu", "q", "l"];
@@ -178,10 +189,10 @@ impl Tool {
         let function = msg.get("function").and_then(Json::as_str).ok_or("`evaluate` needs a `function` string")?;
         let input = msg.get("input").ok_or("`evaluate` needs an `input`")?;
         let functions = self.defined.get_mut(module).ok_or_else(|| format!("module `{module}` is not defined"))?;
-        let (spec, f) = functions
-            .iter_mut()
-            .find(|(s, _)| s.function == function)
-            .ok_or_else(|| format!("module `{module}` has no function `{function}`"))?;
+        let (spec, f) = functions.iter_mut().find(|(s, _)| s.function == function).ok_or_else(|| {
+            let names: Vec<&str> = functions_of(module).iter().map(|s| s.function).collect();
+            format!("module `{module}` has no function `{function}` (it has {})", names.join(", "))
+        })?;
         let (args, min_runs, min_time) = arguments(spec, f.params(), input)?;
         let mut timings = Vec::new();
         let mut total = Duration::ZERO;
@@ -209,6 +220,11 @@ impl Tool {
         r.insert("timings".into(), Json::Array(timings));
         Ok(r)
     }
+}
+
+/// The functions module `name` implements.
+fn functions_of(name: &str) -> &'static [Spec] {
+    MODULES.iter().find(|m| m.name == name).map_or(&[], |m| m.functions)
 }
 
 /// `{"id", "success": false, "error"}`.

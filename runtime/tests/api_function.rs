@@ -1,0 +1,98 @@
+//! `runtime::api::Function`: any data arguments (arrays of arrays, arrays of tuples, Int arrays,
+//! tuples), on the JIT when the compiler handles the definition and on the interpreter when it
+//! does not; each checked against `nabla run`'s interpreter on the same program, and every bad
+//! shape an error.
+
+use std::rc::Rc;
+
+use runtime::api::{Backend, Function};
+use runtime::value::Value;
+
+fn reals(xs: &[f64]) -> Value {
+    Value::Array(Rc::new(xs.iter().map(|x| Value::Real(*x)).collect()))
+}
+
+fn array(vs: Vec<Value>) -> Value {
+    Value::Array(Rc::new(vs))
+}
+
+const SRC: &str = "
+def weighted (m : Array (Array Real)) (w : Array Int) (k : Real) =
+  (k * sum (build (len m) (fun i -> toReal w.[i] * sum m.[i])), map len m)
+def pairs (ps : Array (Real * Int)) = sum (map (fun (x, n) -> x * toReal n) ps)
+def scaleRows ((a, b) : Real * Real) (m : Array (Array Real)) = map (fun r -> map (fun x -> a * x + b) r) m
+def gradRows (m : Array (Array Real)) = grad (fun (m : Array (Array Real)) -> sum (map (fun r -> dot r r) m)) m
+def main = (weighted [[1.0, 2.0], [], [3.0]] [2, 5, -1] 0.5, pairs [(1.5, 2), (2.0, -1)],
+            scaleRows (2.0, 1.0) [[1.0], [2.0, 3.0]], gradRows [[1.0, -2.0], [0.5]])
+";
+
+fn interpreted_main() -> String {
+    let (_, mono) = runtime::prepare(SRC, "main").unwrap();
+    runtime::interp::run(&mono).unwrap().to_string()
+}
+
+#[test]
+fn nested_data_on_both_engines() {
+    frontend::with_big_stack(|| {
+        let m = array(vec![reals(&[1.0, 2.0]), reals(&[]), reals(&[3.0])]);
+        let w = array(vec![Value::Int(2), Value::Int(5), Value::Int(-1)]);
+        let mut weighted = Function::new(SRC, "weighted").unwrap();
+        assert_eq!(weighted.backend(), Backend::Compiled);
+        assert_eq!(weighted.params().len(), 3);
+        let a = weighted.call(&[m.clone(), w.clone(), Value::Real(0.5)]).unwrap();
+        // Called twice: the reused buffers give the same answer.
+        let b = weighted.call(&[m, w, Value::Real(0.5)]).unwrap();
+        assert_eq!(a.to_string(), b.to_string());
+
+        let ps = array(vec![
+            Value::tuple(vec![Value::Real(1.5), Value::Int(2)]),
+            Value::tuple(vec![Value::Real(2.0), Value::Int(-1)]),
+        ]);
+        let mut pairs = Function::new(SRC, "pairs").unwrap();
+        let p = pairs.call(&[ps]).unwrap();
+
+        let mut scale = Function::new(SRC, "scaleRows").unwrap();
+        let rows = array(vec![reals(&[1.0]), reals(&[2.0, 3.0])]);
+        let s = scale.call(&[Value::tuple(vec![Value::Real(2.0), Value::Real(1.0)]), rows]).unwrap();
+
+        let mut g = Function::new(SRC, "gradRows").unwrap();
+        assert_eq!(g.backend(), Backend::Interpreter);
+        assert!(g.note().unwrap().contains("not compiled yet"));
+        let gr = g.call(&[array(vec![reals(&[1.0, -2.0]), reals(&[0.5])])]).unwrap();
+
+        assert_eq!(format!("({a}, {p}, {s}, {gr})"), interpreted_main());
+        assert_eq!(gr.to_string(), "[[2.0, -4.0], [1.0]]");
+    });
+}
+
+#[test]
+fn wrong_shapes_are_errors() {
+    frontend::with_big_stack(|| {
+        let mut weighted = Function::new(SRC, "weighted").unwrap();
+        let m = array(vec![reals(&[1.0])]);
+        let w = array(vec![Value::Int(1)]);
+        for args in [
+            vec![m.clone(), w.clone()],
+            vec![reals(&[1.0]), w.clone(), Value::Real(1.0)],
+            vec![m.clone(), reals(&[1.0]), Value::Real(1.0)],
+            vec![m.clone(), w.clone(), Value::Int(1)],
+            vec![array(vec![Value::Real(1.0)]), w.clone(), Value::Real(1.0)],
+        ] {
+            let e = weighted.call(&args).unwrap_err();
+            assert!(e.message.starts_with("cannot call `weighted` this way"), "{}", e.message);
+        }
+        // The language's own errors come back as values too.
+        let e = weighted.call(&[m, array(vec![]), Value::Real(1.0)]).unwrap_err();
+        assert!(e.message.contains("out of bounds"), "{}", e.message);
+        let mut g = Function::new(SRC, "gradRows").unwrap();
+        assert!(g.call(&[reals(&[1.0])]).is_err());
+    });
+}
+
+#[test]
+fn definitions_that_are_not_data_functions_are_refused() {
+    let src = "def k = 3.0\ndef h (f : Real -> Real) = f 1.0\ndef c (x : Real) = (x, fun (y : Real) -> y)";
+    for name in ["k", "h", "c", "missing"] {
+        assert!(Function::new(src, name).is_err(), "{name}");
+    }
+}
