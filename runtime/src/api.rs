@@ -55,6 +55,8 @@ use crate::engine::{root_span, to_value, Layout, Machine};
 use crate::native::{CallCtx, DEFAULT_ARENA_LIMIT};
 use crate::value::Value;
 
+pub use crate::driver::{Incremental, Step};
+
 /// Stack compiled code may use below the caller of [`Compiled::call`]: closures nested deeper (only
 /// closures that build closures at run time nest without a bound) are the error "evaluation nested
 /// too deeply", never a stack overflow.

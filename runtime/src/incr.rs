@@ -38,6 +38,7 @@ pub struct Incr<'p> {
     input: Value,
     output: Value,
     derivative: Derivative,
+    last_change: Option<Value>,
 }
 
 impl<'p> Incr<'p> {
@@ -62,7 +63,7 @@ impl<'p> Incr<'p> {
         let fast = interp.eval(&derivative.fast, &Default::default())?;
         let total = interp.eval(&derivative.total, &Default::default())?;
         let output = interp.apply(&f, input.clone(), def.body.span)?;
-        Ok(Incr { interp, f, fast, total, input_ty, output_ty, input, output, derivative })
+        Ok(Incr { interp, f, fast, total, input_ty, output_ty, input, output, derivative, last_change: None })
     }
 
     pub fn input(&self) -> &Value {
@@ -80,10 +81,24 @@ impl<'p> Incr<'p> {
     pub fn derivative(&self) -> &Derivative {
         &self.derivative
     }
+    /// The output change of the last successful update.
+    pub fn last_change(&self) -> Option<&Value> {
+        self.last_change.as_ref()
+    }
 
     /// Applies the input change `da : Delta A`: all or nothing.
     pub fn update(&mut self, da: Value) -> Result<Path, Diagnostic> {
         let span = Span::SYNTHETIC;
+        // A change that replaces the whole input: recomputation gives exactly f's value there
+        // (the derivative's `a + (b - a)` would lose it to cancellation on Reals).
+        if all_replace(&da) {
+            let input = self.interp.oplus(&self.input, &da, &self.input_ty, span)?;
+            let output = self.interp.apply(&self.f, input.clone(), span)?;
+            self.last_change = Some(replace_all(&output, &self.output_ty));
+            self.input = input;
+            self.output = output;
+            return Ok(Path::Total);
+        }
         let fast = self.interp.apply_n(&self.fast, vec![self.input.clone(), da.clone()], span);
         let (dout, path) = match fast {
             Ok(d) => (d, Path::Fast),
@@ -103,6 +118,12 @@ impl<'p> Incr<'p> {
             let output = self.interp.oplus(&self.output, &dout, &self.output_ty, span)?;
             self.input = input;
             self.output = output;
+        }
+        self.last_change = Some(dout);
+        // A Real output that stopped being finite is recomputed, not updated.
+        if !finite_reals(&self.output) {
+            self.output = self.recompute()?;
+            self.last_change = Some(replace_all(&self.output, &self.output_ty));
         }
         Ok(path)
     }
@@ -143,6 +164,34 @@ fn shift_diag(d: Diagnostic, prefix: usize, offset: usize, len: usize) -> Diagno
         Span::new(lo, hi.max(lo))
     };
     Diagnostic { span: f(d.span), labels: d.labels.into_iter().map(|(s, t)| (f(s), t)).collect(), ..d }
+}
+
+/// Does the change replace every part of the value?
+fn all_replace(dv: &Value) -> bool {
+    match dv {
+        Value::Tuple(ds) => ds.iter().all(all_replace),
+        Value::Change(c) => matches!(&**c, Change::Replace(_)),
+        _ => false,
+    }
+}
+
+/// `replace v`, componentwise on tuples.
+fn replace_all(v: &Value, ty: &Type) -> Value {
+    match (ty, v) {
+        (Type::Tuple(ts), Value::Tuple(vs)) => {
+            Value::tuple(ts.iter().zip(vs.iter()).map(|(t, x)| replace_all(x, t)).collect())
+        }
+        _ => Value::Change(Rc::new(Change::Replace(v.clone()))),
+    }
+}
+
+/// Are the Reals in the value's tuple structure finite?
+fn finite_reals(v: &Value) -> bool {
+    match v {
+        Value::Real(x) => x.is_finite(),
+        Value::Tuple(vs) => vs.iter().all(finite_reals),
+        _ => true,
+    }
 }
 
 /// A change that `apply_in_place` applies without any user code, so it cannot fail.
