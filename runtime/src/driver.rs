@@ -62,6 +62,9 @@ pub struct Incremental {
     scratch: Box<CallCtx>,
     input_layout: Layout,
     output_layout: Layout,
+    /// Layouts of `Delta A` and `Delta B`.
+    dinput_layout: Layout,
+    doutput_layout: Layout,
     input_ty: Type,
     output_ty: Type,
     input: Vec<Word>,
@@ -130,6 +133,8 @@ impl Incremental {
             scratch: CallCtx::new(DEFAULT_ARENA_LIMIT),
             input_layout,
             output_layout: output_layout.clone(),
+            dinput_layout: dlayout,
+            doutput_layout: Layout::of(&Type::delta(&output_ty)),
             input_ty,
             output_ty,
             input: words,
@@ -225,28 +230,32 @@ impl Incremental {
             return self.update_by_value(dinput);
         }
         let mut dwords = Vec::new();
-        let dlayout = Layout::of(&Type::delta(&self.input_ty));
-        put(&mut self.scratch, &dlayout, dinput, &mut dwords).map_err(|m| Diagnostic::error(span, m))?;
+        let dlayout = std::mem::replace(&mut self.dinput_layout, Layout::Unit);
+        let r = put(&mut self.scratch, &dlayout, dinput, &mut dwords);
+        self.dinput_layout = dlayout;
+        r.map_err(|m| Diagnostic::error(span, m))?;
         // A change that replaces the whole input: recomputation gives exactly f's value there.
         let (dout, step) = if all_replace(dinput) {
             (self.call(2, Some(&dwords))?, Step::Recomputed)
         } else {
             match self.call(0, Some(&dwords)) {
                 Ok(w) => (w, Step::Fast),
-                Err(e) if e.message == anf::ir::NEEDS_BASE_MESSAGE => {
+                Err(_) if self.needs_base() => {
                     // Start the total derivative afresh (the change is made again in scratch).
                     self.scratch.reset();
                     dwords.clear();
-                    put(&mut self.scratch, &dlayout, dinput, &mut dwords).map_err(|m| Diagnostic::error(span, m))?;
+                    let dlayout = std::mem::replace(&mut self.dinput_layout, Layout::Unit);
+                    let r = put(&mut self.scratch, &dlayout, dinput, &mut dwords);
+                    self.dinput_layout = dlayout;
+                    r.map_err(|m| Diagnostic::error(span, m))?;
                     (self.call(1, Some(&dwords))?, Step::Total)
                 }
                 Err(e) => return Err(e),
             }
         };
         // Marshal the output change before the commit (it lives in scratch).
-        let dlayout_out = Layout::of(&Type::delta(&self.output_ty));
         // SAFETY: made by compiled code in the scratch context, not reset since.
-        let change = unsafe { to_value(&dlayout_out, &mut dout.iter().copied()) };
+        let change = unsafe { to_value(&self.doutput_layout, &mut dout.iter().copied()) };
         // Commit: cannot fail.
         let mut input = std::mem::take(&mut self.input);
         commit(&mut self.state, &self.input_layout, &mut input, &dwords);
@@ -299,6 +308,11 @@ impl Incremental {
         Ok(Step::Recomputed)
     }
 
+    /// Did the last call trap because the fast derivative needs a base value it does not keep?
+    fn needs_base(&self) -> bool {
+        self.scratch.failure().is_some_and(|e| e.status == anf::ir::TrapCode::NeedsBase.code())
+    }
+
     fn machine_span(&self) -> Span {
         Span::SYNTHETIC
     }
@@ -318,7 +332,7 @@ impl Incremental {
         self.args.clear();
         self.args.extend_from_slice(&self.closure);
         self.args.extend_from_slice(&self.input);
-        let dwords = Layout::of(&Type::delta(&self.input_ty)).words();
+        let dwords = self.dinput_layout.words();
         match dinput {
             Some(d) => self.args.extend_from_slice(d),
             // Modes 3 never reads the change: placeholder words.

@@ -59,6 +59,8 @@ fn run(seed: u64, cases: usize) {
     }
     // Both of the driver's paths are exercised (the total one by foreign-group and mixed changes).
     assert!(paths[0] >= cases / 10 && paths[1] >= 5, "driver paths (fast, total): {paths:?}");
+    let native = NATIVE_STEPS.with(|c| *c.borrow());
+    assert!(native[0] >= cases / 10 && native[1] >= 1 && native[2] >= 5, "compiled driver steps: {native:?}");
 }
 
 /// Names whose presence in checked programs the test requires (each at least three times).
@@ -244,7 +246,7 @@ impl Case {
             Err(e) => return Outcome::Failed(format!("the driver cannot start: {}", e.message)),
         };
         state.reserve_locals(next_a.max(next_da));
-        let path = match state.update(da) {
+        let path = match state.update(da.clone()) {
             Ok(p) => p,
             Err(e) => return Outcome::Failed(format!("the driver's update fails: {}", e.message)),
         };
@@ -254,8 +256,32 @@ impl Case {
                 state.output()
             ));
         }
+        // The compiled driver (data inputs only: it does not take functions).
+        if self.input_ty != Ty::Fun {
+            let mut native = match runtime::api::Incremental::new(&root, &a) {
+                Ok(s) => s,
+                Err(e) => return Outcome::Failed(format!("the compiled driver cannot start: {}", e.message)),
+            };
+            match native.update(&da) {
+                Ok(step) => {
+                    if !same(&native.output(), &lhs) {
+                        return Outcome::Failed(format!(
+                            "the compiled driver disagrees ({step:?}): output {} but f (a <+> da) = {lhs}",
+                            native.output()
+                        ));
+                    }
+                    NATIVE_STEPS.with(|c| c.borrow_mut()[step as usize] += 1);
+                }
+                Err(e) => return Outcome::Failed(format!("the compiled driver's update fails: {}", e.message)),
+            }
+        }
         Outcome::Checked(path)
     }
+}
+
+thread_local! {
+    /// Updates of the compiled driver by step: fast, total, recomputed.
+    static NATIVE_STEPS: std::cell::RefCell<[usize; 3]> = const { std::cell::RefCell::new([0; 3]) };
 }
 
 /// The body under the derivative's `2n` leading binders (inputs and their changes).
