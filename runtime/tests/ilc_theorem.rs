@@ -38,7 +38,8 @@ fn run(seed: u64, cases: usize) {
         if std::env::var_os("NABLA_ILC_TRACE").is_some() {
             eprintln!("--- case {checked}\n{}", case.describe());
         }
-        match case.check() {
+        // The compiled driver runs on every fourth case (each start compiles `f` and its derivative).
+        match case.check(checked % 4 == 0) {
             Outcome::Checked(path) => {
                 checked += 1;
                 paths[path as usize] += 1;
@@ -60,7 +61,7 @@ fn run(seed: u64, cases: usize) {
     // Both of the driver's paths are exercised (the total one by foreign-group and mixed changes).
     assert!(paths[0] >= cases / 10 && paths[1] >= 5, "driver paths (fast, total): {paths:?}");
     let native = NATIVE_STEPS.with(|c| *c.borrow());
-    assert!(native[0] >= cases / 10 && native[1] >= 1 && native[2] >= 5, "compiled driver steps: {native:?}");
+    assert!(native[0] >= cases / 40 && native[1] >= 1 && native[2] >= 2, "compiled driver steps: {native:?}");
 }
 
 /// Names whose presence in checked programs the test requires (each at least three times).
@@ -141,7 +142,7 @@ impl Case {
         format!("{}-- input: {}\n-- change: {}", self.source, self.input, self.change)
     }
 
-    fn check(&self) -> Outcome {
+    fn check(&self, native_driver: bool) -> Outcome {
         let program = match frontend::check_source(&self.source) {
             Ok(p) => p,
             Err(d) => return Outcome::Failed(format!("the generated program does not check: {}", d.message)),
@@ -257,7 +258,7 @@ impl Case {
             ));
         }
         // The compiled driver (data inputs only: it does not take functions).
-        if self.input_ty != Ty::Fun {
+        if native_driver && self.input_ty != Ty::Fun {
             let mut native = match runtime::api::Incremental::new(&root, &a) {
                 Ok(s) => s,
                 Err(e) => return Outcome::Failed(format!("the compiled driver cannot start: {}", e.message)),
