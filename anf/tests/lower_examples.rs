@@ -68,6 +68,9 @@ fn every_example_verifies_and_round_trips() {
             Ok(m) => m,
             // Programs the compiler does not handle yet, or that are not programs to run.
             Err(m) if m.contains("is not compiled yet") || m.contains("type") => continue,
+            // ILC programs are lowered after `adjoint::incremental::expand` (a crate above this
+            // one); the runtime's golden tests compile them.
+            Err(m) if m.contains("expand") => continue,
             Err(m) => {
                 failures.push(format!("{}: {m}", file.display()));
                 continue;

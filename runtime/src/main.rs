@@ -25,7 +25,7 @@ commands:
                         (after inlining and clean-up; --raw: as lowering made it)
   trace FILE            print `main`'s reduction sequence, one step a line with its rule
   derive FILE DEF       print DEF's derivative (ILC) and whether it is self-maintainable
-  incr FILE DEF --input F --changes F
+  incr FILE DEF --input F --changes F [--interp] [--final] [--deltas] [--stats]
                         keep DEF's output up to date under a stream of input changes
   bench FILE            time `main` under the JIT and the interpreter, side by side
   repl                  read-eval-print loop
