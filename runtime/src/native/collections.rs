@@ -538,6 +538,13 @@ impl Map {
         Ok(())
     }
 
+    /// Empties the map for reuse with the given widths, keeping its table's capacity.
+    pub fn recycle(&mut self, key_words: usize, value_words: usize) {
+        self.key_words = key_words;
+        self.value_words = value_words;
+        self.entries.clear();
+    }
+
     /// Unbinds `key` (nothing happens if it is absent).
     pub fn remove(&mut self, key: &[u64]) {
         self.entries.remove(key);
