@@ -61,6 +61,7 @@ use crate::value::Value;
 
 mod function;
 pub use function::{Backend, Function};
+pub use crate::driver::{Incremental, Step};
 
 /// Stack compiled code may use below the caller of [`Compiled::call`]: closures nested deeper (only
 /// closures that build closures at run time nest without a bound) are the error "evaluation nested

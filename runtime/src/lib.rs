@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod bench;
+pub mod driver;
 pub mod engine;
 pub mod gradbench;
 pub mod incr;

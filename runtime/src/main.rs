@@ -33,7 +33,7 @@ commands:
   trace FILE [--max-steps N]
                         print `main`'s reduction sequence, one step a line with its rule
   derive FILE DEF       print DEF's derivative (ILC) and whether it is self-maintainable
-  incr FILE DEF --input F --changes F
+  incr FILE DEF --input F --changes F [--interp] [--final] [--deltas] [--stats]
                         keep DEF's output up to date under a stream of input changes
   bench FILE [--runs N] [--engine jit|interp|both] [--budget SECONDS]
                         time `main` under the JIT and the interpreter, side by side

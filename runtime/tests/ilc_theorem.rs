@@ -62,7 +62,8 @@ fn run(seed: u64, cases: usize) {
         if std::env::var_os("NABLA_ILC_TRACE").is_some() {
             eprintln!("--- case {checked}\n{}", case.describe());
         }
-        match case.check() {
+        // The compiled driver runs on every fourth case (each start compiles `f` and its derivative).
+        match case.check(checked % 4 == 0) {
             Outcome::Checked { substantive: false, .. } if tries + 1 < RESAMPLE => tries += 1,
             Outcome::Checked { path, substantive: sub, steps } => {
                 tries = 0;
@@ -116,6 +117,8 @@ fn run(seed: u64, cases: usize) {
         "only {nested_map_bag} substantive Map Int (Bag Int) cases through foldMap/foldBag"
     );
     assert!(streams * 20 >= cases, "only {streams} change streams");
+    let native = NATIVE_STEPS.with(|c| *c.borrow());
+    assert!(native[0] >= cases / 40 && native[1] >= 1 && native[2] >= 2, "compiled driver steps: {native:?}");
 }
 
 /// Names whose presence in checked programs the test requires (each at least three times).
@@ -222,7 +225,7 @@ impl Case {
         format!("{}-- input: {}\n-- change: {}", self.source, self.input, self.change)
     }
 
-    fn check(&self) -> Outcome {
+    fn check(&self, native_driver: bool) -> Outcome {
         let program = match frontend::check_source(&self.source) {
             Ok(p) => p,
             Err(d) => return Outcome::Failed(format!("the generated program does not check: {}", d.message)),
@@ -343,6 +346,25 @@ impl Case {
                 state.output()
             ));
         }
+        // The compiled driver (data inputs only: it does not take functions).
+        if native_driver && self.input_ty != Ty::Fun {
+            let mut native = match runtime::api::Incremental::new(&root, &a) {
+                Ok(s) => s,
+                Err(e) => return Outcome::Failed(format!("the compiled driver cannot start: {}", e.message)),
+            };
+            match native.update(&da) {
+                Ok(step) => {
+                    if !same(&native.output(), &lhs) {
+                        return Outcome::Failed(format!(
+                            "the compiled driver disagrees ({step:?}): output {} but f (a <+> da) = {lhs}",
+                            native.output()
+                        ));
+                    }
+                    NATIVE_STEPS.with(|c| c.borrow_mut()[step as usize] += 1);
+                }
+                Err(e) => return Outcome::Failed(format!("the compiled driver's update fails: {}", e.message)),
+            }
+        }
         // A stream of changes, each applied by the driver and compared with recomputation. (A
         // function input prints as `<fun>`, which is no literal to write changes against.)
         let mut steps = 0;
@@ -401,6 +423,11 @@ fn binder_ids(e: &frontend::syntax::E, n: usize) -> Vec<frontend::syntax::LocalI
         }
     }
     ids
+}
+
+thread_local! {
+    /// Updates of the compiled driver by step: fast, total, recomputed.
+    static NATIVE_STEPS: std::cell::RefCell<[usize; 3]> = const { std::cell::RefCell::new([0; 3]) };
 }
 
 /// The body under the derivative's `2n` leading binders (inputs and their changes).

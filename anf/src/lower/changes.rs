@@ -94,7 +94,9 @@ impl Lowerer<'_> {
                 }
                 Ok(LVal::Tuple(out))
             }
-            Type::Fun(..) | Type::Dual(_) => Err(LowerError::internal("`nil` of a function was not expanded")),
+            Type::Fun(..) | Type::Dual(_) => Err(LowerError::internal(
+                "`nil` of a function reached lowering: run `adjoint::incremental::expand` first",
+            )),
             t if super::groups::has_canonical_group(t) => {
                 let g = self.canonical_record(t)?;
                 let z = self.group_call(Helper::Zero, t, g, Site::None, &[])?;

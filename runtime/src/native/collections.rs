@@ -157,6 +157,9 @@ pub struct Bag {
     entries_cache: Option<std::ptr::NonNull<u8>>,
     /// Likewise for the unsorted array of `nabla_bag_entries_unordered`.
     unordered_cache: Option<std::ptr::NonNull<u8>>,
+    /// Held by an incremental driver's persistent state, which calls read from scratch contexts
+    /// reset after each update: entry arrays (made in those arenas) are never cached.
+    persistent: bool,
 }
 
 impl PartialEq for Bag {
@@ -329,6 +332,7 @@ impl Bag {
         self.key_words = key_words;
         self.short.clear();
         self.wide.clear();
+        self.persistent = false;
         self.entries_cache = None;
         self.unordered_cache = None;
     }
@@ -344,9 +348,17 @@ impl Bag {
         self.entries_cache.map(|p| p.as_ptr())
     }
 
-    /// Remembers the entry array made for this bag as it is now.
+    /// Remembers the entry array made for this bag as it is now (not for a persistent bag).
     pub fn cache_entries(&mut self, array: *mut u8) {
-        self.entries_cache = std::ptr::NonNull::new(array);
+        if !self.persistent {
+            self.entries_cache = std::ptr::NonNull::new(array);
+        }
+    }
+
+    /// Marks the bag as part of a driver's persistent state: it never caches entry arrays.
+    pub fn set_persistent(&mut self) {
+        self.persistent = true;
+        self.forget_cached_entries();
     }
 
     /// The unsorted entry array made for this bag since it last changed, if any.
@@ -356,7 +368,9 @@ impl Bag {
 
     /// Remembers the unsorted entry array made for this bag as it is now.
     pub fn cache_unordered_entries(&mut self, array: *mut u8) {
-        self.unordered_cache = std::ptr::NonNull::new(array);
+        if !self.persistent {
+            self.unordered_cache = std::ptr::NonNull::new(array);
+        }
     }
 
     /// The entries as records `[key words…, multiplicity]` in storage order, written to `out`
@@ -522,6 +536,13 @@ impl Map {
             }
         }
         Ok(())
+    }
+
+    /// Empties the map for reuse with the given widths, keeping its table's capacity.
+    pub fn recycle(&mut self, key_words: usize, value_words: usize) {
+        self.key_words = key_words;
+        self.value_words = value_words;
+        self.entries.clear();
     }
 
     /// Unbinds `key` (nothing happens if it is absent).

@@ -105,6 +105,9 @@ pub struct CallCtx {
     /// back at its old size, with no allocation, page faults or rehashing as it grows.
     #[allow(clippy::vec_box)]
     spare_bags: Vec<Box<Bag>>,
+    /// Maps of earlier calls, emptied but keeping their tables (as `spare_bags`).
+    #[allow(clippy::vec_box)]
+    spare_maps: Vec<Box<Map>>,
     /// Reused buffers for sorting entry records.
     pub(crate) sort_scratch: collections::SortScratch,
     error: Option<NativeError>,
@@ -125,6 +128,7 @@ impl CallCtx {
             bags: Vec::new(),
             maps: Vec::new(),
             spare_bags: Vec::new(),
+            spare_maps: Vec::new(),
             sort_scratch: Default::default(),
             error: None,
         })
@@ -173,7 +177,10 @@ impl CallCtx {
         let keep = MAX_SPARE_BAGS.saturating_sub(self.spare_bags.len()).min(bags.len());
         bags.truncate(keep);
         self.spare_bags.extend(bags.into_iter().rev());
-        self.maps.clear();
+        let mut maps = std::mem::take(&mut self.maps);
+        let keep = MAX_SPARE_BAGS.saturating_sub(self.spare_maps.len()).min(maps.len());
+        maps.truncate(keep);
+        self.spare_maps.extend(maps.into_iter().rev());
         self.error = None;
         self.header.status = 0;
         // A call that failed while copying into the side arena left the cursor there.
@@ -267,6 +274,20 @@ impl CallCtx {
                 p
             }
             None => self.new_bag(Bag::new(key_words)),
+        }
+    }
+
+    /// A new empty map with the given widths (an emptied map of an earlier call when there is
+    /// one), owned by the context.
+    pub fn fresh_map(&mut self, key_words: usize, value_words: usize) -> *mut Map {
+        match self.spare_maps.pop() {
+            Some(mut m) => {
+                m.recycle(key_words, value_words);
+                let p: *mut Map = &mut *m;
+                self.maps.push(m);
+                p
+            }
+            None => self.new_map(Map::new(key_words, value_words)),
         }
     }
 

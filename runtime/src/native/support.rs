@@ -231,7 +231,7 @@ pub unsafe extern "C" fn nabla_bag_entries_unordered(ctx: *mut CtxHeader, bag: *
 
 /// A new empty map with the given key and value widths.
 pub unsafe extern "C" fn nabla_map_new(ctx: *mut CtxHeader, key_words: i64, value_words: i64) -> *mut Map {
-    guard(ctx, std::ptr::null_mut(), |cx| Ok(cx.new_map(Map::new(width(key_words)?, width(value_words)?))))
+    guard(ctx, std::ptr::null_mut(), |cx| Ok(cx.fresh_map(width(key_words)?, width(value_words)?)))
 }
 
 /// Binds the key at `key` to the value at `value` in a fresh map, in place.

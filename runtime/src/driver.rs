@@ -1,0 +1,798 @@
+//! The native incremental driver ([`Incremental`], re-exported as `runtime::api::Incremental`):
+//! `f : A -> B` and its derivative compiled once, the input and output kept current under a
+//! stream of input changes (ILC Sec. 4; WAVE2-NOTES §4).
+//!
+//! # What is compiled
+//! One module, one entry: `step x dx m` with
+//! - `m = 0`: the self-maintainable derivative after dead-code elimination (`Derivative::fast`);
+//! - `m = 1`: the total derivative (when the fast one traps `NeedsBase`);
+//! - `m = 2`: `replace (f (x ⊕ dx))`, recomputation (a change that replaces the whole input);
+//! - `m = 3`: `replace (f x)` (the first output, and recomputation after a non-finite Real).
+//!
+//! # State regions and the atomicity rule
+//! - The *state* context holds the input and the output and is never reset. Its bags never cache
+//!   entry arrays (those would be made in the scratch arena).
+//! - The *scratch* context runs every call and is reset after each update: the derivative reads
+//!   the state (compiled code never writes a value it did not make) and allocates only here.
+//! - An update first runs the derivative in scratch. Any trap (a runtime error in the derivative,
+//!   `NeedsBase` on both paths) leaves the state untouched and is reported. Only then does the
+//!   commit apply `dinput` to the input and `doutput` to the output *in place*: bags gain the
+//!   change's entries, maps combine the changed keys with their inner group, numbers add, and a
+//!   `replace` (or a change in a user's group, which needs compiled code) copies the new value
+//!   into the state. The commit cannot fail (it calls no user code), so an update is all or
+//!   nothing, and costs time proportional to the change for builtin groups.
+//! - Values copied into the state are deep copies: input and output never share a collection, so
+//!   updating one in place never changes the other.
+
+use adjoint::incremental::{self as ilc, term::*, Derivative};
+use anf::lower::{self, LowerOptions};
+use anf::mono::{MonoDef, MonoProgram};
+use frontend::builtins::Builtin;
+use frontend::syntax::*;
+use frontend::types::Type;
+use frontend::{Diagnostic, Span};
+use jit::Word;
+use rustc_hash::FxHashMap;
+
+use crate::engine::{to_value, Layout, Machine};
+use crate::native::{self, Bag as NBag, CallCtx, Map as NMap, DEFAULT_ARENA_LIMIT};
+use crate::value::{Change, Group, Value};
+
+/// Stack compiled derivatives may use below the caller.
+pub const DRIVER_STACK_BUDGET: usize = 8 << 20;
+
+/// Which code computed an update.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The self-maintainable derivative (base computations eliminated).
+    Fast,
+    /// The total derivative (the change needed a base value the fast one does not keep).
+    Total,
+    /// Recomputation: the change replaced the whole input, or the output stopped being finite.
+    Recomputed,
+}
+
+/// A compiled incremental view of `f : A -> B` (see the module comment).
+pub struct Incremental {
+    machine: Machine,
+    /// Holds what `@main` computed (the step closure's environment and the program's globals).
+    _globals: Box<CallCtx>,
+    closure: [Word; 2],
+    state: Box<CallCtx>,
+    scratch: Box<CallCtx>,
+    input_layout: Layout,
+    output_layout: Layout,
+    /// Layouts of `Delta A` and `Delta B`.
+    dinput_layout: Layout,
+    doutput_layout: Layout,
+    input_ty: Type,
+    output_ty: Type,
+    input: Vec<Word>,
+    output: Vec<Word>,
+    last_change: Option<Value>,
+    derivative: Derivative,
+    args: Vec<Word>,
+    rets: Vec<Word>,
+    /// Updates per kind of step: fast, total, recomputed.
+    counts: [usize; 3],
+}
+
+impl Incremental {
+    /// Compiles the root definition of `program` (`f : A -> B`) with its derivative and starts
+    /// from `input` (the output is computed by compiled code). Run on a big stack (the CLI does).
+    pub fn new(program: &MonoProgram, input: &Value) -> Result<Incremental, Diagnostic> {
+        let root = program.root();
+        let def = program.def(root);
+        let span = def.body.span;
+        let Type::Fun(a, b) = &def.ty else {
+            return Err(Diagnostic::error(
+                span,
+                format!("`incr` needs a function `{} : A -> B`, but it has type {}", def.name, def.ty),
+            ));
+        };
+        let (input_ty, output_ty) = ((**a).clone(), (**b).clone());
+        for (what, t) in [("input", &input_ty), ("output", &output_ty)] {
+            if !plain_data(t) {
+                let why = if matches!(t, Type::Fun(..)) {
+                    format!(
+                        "`{}` is curried: its {what} is a function ({t}); `incr` keeps a function of one \
+                         input current — take the inputs as a tuple",
+                        def.name
+                    )
+                } else {
+                    format!("the compiled incremental driver keeps data; the {what} of `{}` has type {t}", def.name)
+                };
+                return Err(Diagnostic::error(span, why));
+            }
+        }
+        let derivative = ilc::derive_definition(program, root)?;
+        let step = step_program(program, &derivative, &input_ty, &output_ty)?;
+        let step = ilc::expand(&step)?;
+        let options = LowerOptions { apply_arity: Some(3) };
+        let lowered = lower::lower(&step, &options)
+            .map_err(|e| Diagnostic::error(span, format!("internal compiler error: {}", e.message)))?;
+        let machine = Machine::new(&lowered, span, DRIVER_STACK_BUDGET).map_err(|e| Diagnostic::error(span, e))?;
+        let mut globals = CallCtx::new(DEFAULT_ARENA_LIMIT);
+        let closure = match machine.main_words(&mut globals)?.as_slice() {
+            [tag, env] => [*tag, *env],
+            _ => return Err(Diagnostic::error(span, "internal: the step is not a closure")),
+        };
+        let input_layout = Layout::of(&input_ty);
+        let output_layout = Layout::of(&output_ty);
+        let dlayout = Layout::of(&Type::delta(&input_ty));
+        let n_args = 2 + input_layout.words() + dlayout.words() + 1;
+        let n_rets = Layout::of(&Type::delta(&output_ty)).words();
+        let mut state = CallCtx::new(DEFAULT_ARENA_LIMIT);
+        let mut words = Vec::new();
+        put(&mut state, &input_layout, input, &mut words).map_err(|m| Diagnostic::error(span, m))?;
+        let mut d = Incremental {
+            machine,
+            _globals: globals,
+            closure,
+            state,
+            scratch: CallCtx::new(DEFAULT_ARENA_LIMIT),
+            input_layout,
+            output_layout: output_layout.clone(),
+            dinput_layout: dlayout,
+            doutput_layout: Layout::of(&Type::delta(&output_ty)),
+            input_ty,
+            output_ty,
+            input: words,
+            output: Vec::new(),
+            last_change: None,
+            derivative,
+            args: vec![Word(0); n_args],
+            rets: vec![Word(0); n_rets],
+            counts: [0; 3],
+        };
+        d.recompute_output()?;
+        Ok(d)
+    }
+
+    pub fn input_type(&self) -> &Type {
+        &self.input_ty
+    }
+    pub fn output_type(&self) -> &Type {
+        &self.output_ty
+    }
+    /// The derivative that was compiled (what `nabla derive` prints).
+    pub fn derivative(&self) -> &Derivative {
+        &self.derivative
+    }
+    /// Updates so far by kind: fast, total, recomputed.
+    pub fn counts(&self) -> [usize; 3] {
+        self.counts
+    }
+
+    /// The current input (marshalled: time proportional to its size).
+    pub fn input(&self) -> Value {
+        // SAFETY: the input's words live in the state context, which is never reset.
+        unsafe { to_value(&self.input_layout, &mut self.input.iter().copied()) }
+    }
+
+    /// The current output (marshalled: time proportional to its size).
+    pub fn output(&self) -> Value {
+        // SAFETY: as for `input`.
+        unsafe { to_value(&self.output_layout, &mut self.output.iter().copied()) }
+    }
+
+    /// The output change of the last successful update (`None` before the first).
+    pub fn last_change(&self) -> Option<&Value> {
+        self.last_change.as_ref()
+    }
+
+    /// Applies one input change: all or nothing.
+    pub fn update(&mut self, dinput: &Value) -> Result<Step, Diagnostic> {
+        let r = self.update_inner(dinput);
+        self.scratch.reset();
+        r
+    }
+
+    /// Applies changes in order, all or nothing: if one fails, the state is as before the batch
+    /// (the changes before it are undone by recomputing from a copy of the old input).
+    pub fn update_batch(&mut self, changes: &[Value]) -> Result<(), (usize, Diagnostic)> {
+        let saved_input = self.input();
+        let saved_output = self.output();
+        let saved_change = self.last_change.clone();
+        for (i, dv) in changes.iter().enumerate() {
+            if let Err(d) = self.update(dv) {
+                // Restore: the saved values are copied back into the state.
+                let span = d.span;
+                let restore = |s: &mut Self| -> Result<(), String> {
+                    let mut words = Vec::new();
+                    put(&mut s.state, &s.input_layout, &saved_input, &mut words)?;
+                    s.input = words;
+                    let mut words = Vec::new();
+                    put(&mut s.state, &s.output_layout, &saved_output, &mut words)?;
+                    s.output = words;
+                    Ok(())
+                };
+                restore(self).map_err(|m| (i, Diagnostic::error(span, m)))?;
+                self.last_change = saved_change;
+                return Err((i, d));
+            }
+        }
+        Ok(())
+    }
+
+    /// `f input` computed again from scratch by compiled code (for checking).
+    pub fn recompute(&mut self) -> Result<Value, Diagnostic> {
+        let words = self.call(3, None)?;
+        // SAFETY: a `replace` of the output made just now in the scratch context.
+        let v = unsafe { replaced_value(&self.output_layout, &words) };
+        self.scratch.reset();
+        Ok(v)
+    }
+
+    fn update_inner(&mut self, dinput: &Value) -> Result<Step, Diagnostic> {
+        let span = self.machine_span();
+        if user_group_change(dinput) {
+            return self.update_by_value(dinput);
+        }
+        let mut dwords = Vec::new();
+        let dlayout = std::mem::replace(&mut self.dinput_layout, Layout::Unit);
+        let r = put(&mut self.scratch, &dlayout, dinput, &mut dwords);
+        self.dinput_layout = dlayout;
+        r.map_err(|m| Diagnostic::error(span, m))?;
+        // A change that replaces the whole input: recomputation gives exactly f's value there.
+        let (dout, step) = if all_replace(dinput) {
+            (self.call(2, Some(&dwords))?, Step::Recomputed)
+        } else {
+            match self.call(0, Some(&dwords)) {
+                Ok(w) => (w, Step::Fast),
+                Err(_) if self.needs_base() => {
+                    // Start the total derivative afresh (the change is made again in scratch).
+                    self.scratch.reset();
+                    dwords.clear();
+                    let dlayout = std::mem::replace(&mut self.dinput_layout, Layout::Unit);
+                    let r = put(&mut self.scratch, &dlayout, dinput, &mut dwords);
+                    self.dinput_layout = dlayout;
+                    r.map_err(|m| Diagnostic::error(span, m))?;
+                    (self.call(1, Some(&dwords))?, Step::Total)
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        // Marshal the output change before the commit (it lives in scratch).
+        // SAFETY: made by compiled code in the scratch context, not reset since.
+        let change = unsafe { to_value(&self.doutput_layout, &mut dout.iter().copied()) };
+        // Commit: cannot fail.
+        let mut input = std::mem::take(&mut self.input);
+        commit(&mut self.state, &self.input_layout, &mut input, &dwords);
+        self.input = input;
+        self.last_change = Some(change);
+        let mut step = step;
+        // SAFETY: `dout` was made by compiled code in the scratch context, alive until its reset.
+        if unsafe { user_group_in(&self.output_layout, &dout) } {
+            // Applying a change in a user's group runs user code: recompute instead.
+            self.scratch.reset();
+            self.recompute_output()?;
+            step = Step::Recomputed;
+        } else {
+            let mut output = std::mem::take(&mut self.output);
+            commit(&mut self.state, &self.output_layout, &mut output, &dout);
+            self.output = output;
+        }
+        if !finite_reals(&self.output_layout, &self.output) {
+            // A Real that stopped being finite is recomputed, not updated (NaN never recovers).
+            self.scratch.reset();
+            self.recompute_output()?;
+            self.last_change = Some(replace_value(&self.output(), &self.output_layout));
+            step = Step::Recomputed;
+        }
+        self.counts[step as usize] += 1;
+        Ok(step)
+    }
+
+    /// A change in a user's group (interpreter closures compiled code cannot call): the new
+    /// input by the reference interpreter's `⊕`, the output recomputed by compiled code. Time
+    /// proportional to the input; all or nothing like every update.
+    fn update_by_value(&mut self, dinput: &Value) -> Result<Step, Diagnostic> {
+        let span = Span::SYNTHETIC;
+        let empty = MonoProgram::default();
+        let mut it = crate::interp::Interp::new(&empty);
+        let new_input = it.oplus(&self.input(), dinput, &self.input_ty, span)?;
+        let mut words = Vec::new();
+        put(&mut self.state, &self.input_layout, &new_input, &mut words).map_err(|m| Diagnostic::error(span, m))?;
+        let old_input = std::mem::replace(&mut self.input, words);
+        let old_output = self.output();
+        if let Err(e) = self.recompute_output() {
+            self.input = old_input;
+            self.scratch.reset();
+            return Err(e);
+        }
+        let new_output = self.output();
+        let _ = old_output;
+        self.last_change = Some(replace_value(&new_output, &self.output_layout));
+        self.counts[Step::Recomputed as usize] += 1;
+        Ok(Step::Recomputed)
+    }
+
+    /// Did the last call trap because the fast derivative needs a base value it does not keep?
+    fn needs_base(&self) -> bool {
+        self.scratch.failure().is_some_and(|e| e.status == anf::ir::TrapCode::NeedsBase.code())
+    }
+
+    fn machine_span(&self) -> Span {
+        Span::SYNTHETIC
+    }
+
+    /// output := f input, by compiled code (mode 3), copied into the state.
+    fn recompute_output(&mut self) -> Result<(), Diagnostic> {
+        let words = self.call(3, None)?;
+        let mut out = vec![Word(0); self.output_layout.words()];
+        commit(&mut self.state, &self.output_layout, &mut out, &words);
+        self.output = out;
+        self.scratch.reset();
+        Ok(())
+    }
+
+    /// Runs `step input dinput mode` in the scratch context; the result's words.
+    fn call(&mut self, mode: i64, dinput: Option<&[Word]>) -> Result<Vec<Word>, Diagnostic> {
+        self.args.clear();
+        self.args.extend_from_slice(&self.closure);
+        self.args.extend_from_slice(&self.input);
+        let dwords = self.dinput_layout.words();
+        match dinput {
+            Some(d) => self.args.extend_from_slice(d),
+            // Modes 3 never reads the change: placeholder words.
+            None => self.args.extend(std::iter::repeat_n(Word(0), dwords)),
+        }
+        self.args.push(Word::from_i64(mode));
+        self.scratch.limit_stack(self.machine.stack_budget());
+        let entry = self
+            .machine
+            .apply_entry()
+            .ok_or_else(|| Diagnostic::error(Span::SYNTHETIC, "internal: the driver has no entry"))?;
+        // SAFETY: the scratch context is live; the arguments follow `ir::layout` (the input's
+        // words live in the state context, which outlives the call).
+        let r = unsafe { entry.call_into(self.scratch.header(), &self.args, &mut self.rets) };
+        match r {
+            Ok(()) => Ok(self.rets.clone()),
+            Err(e) => Err(self.machine.call_error(&self.scratch, e)),
+        }
+    }
+}
+
+/// Is `t` data the driver keeps (no functions, groups or changes)?
+fn plain_data(t: &Type) -> bool {
+    t.is_first_order() && t.is_ground()
+}
+
+/// Does the change hold a group of the user's (`group op inverse zero`)?
+fn user_group_change(dv: &Value) -> bool {
+    fn user(g: &Group) -> bool {
+        match g {
+            Group::Int | Group::Real | Group::Bag => false,
+            Group::Map(g) => user(g),
+            Group::Pair(a, b) => user(a) || user(b),
+            Group::User { .. } => true,
+        }
+    }
+    match dv {
+        Value::Tuple(ds) => ds.iter().any(user_group_change),
+        Value::Change(c) => matches!(&**c, Change::GChange(g, _) if user(g)),
+        _ => false,
+    }
+}
+
+/// `replace v`, componentwise on tuples.
+fn replace_value(v: &Value, l: &Layout) -> Value {
+    match (l, v) {
+        (Layout::Tuple(ls), Value::Tuple(vs)) => {
+            Value::tuple(ls.iter().zip(vs.iter()).map(|(l, x)| replace_value(x, l)).collect())
+        }
+        _ => Value::Change(std::rc::Rc::new(Change::Replace(v.clone()))),
+    }
+}
+
+/// Does the change replace every part of the value (every leaf a `replace`)?
+fn all_replace(dv: &Value) -> bool {
+    match dv {
+        Value::Tuple(ds) => ds.iter().all(all_replace),
+        Value::Change(c) => matches!(&**c, Change::Replace(_)),
+        _ => false,
+    }
+}
+
+/// The program with the step definition as its root (module comment).
+fn step_program(program: &MonoProgram, d: &Derivative, a: &Type, b: &Type) -> Result<MonoProgram, Diagnostic> {
+    let span = program.def(program.root()).body.span;
+    let f_id = program.root();
+    let f_ty = program.def(f_id).ty.clone();
+    let da = Type::delta(a);
+    let db = Type::delta(b);
+    let d_ty = Type::fun(a.clone(), Type::fun(da.clone(), db.clone()));
+    // `fast` and `total` share binders: copy one with fresh ones.
+    let mut cx = ilc::Cx::new(program, d.next_local);
+    let total = copy_fresh(&d.total, &FxHashMap::default(), &mut cx);
+    let mut next = cx.next_local();
+    let mut fresh = || {
+        next += 1;
+        LocalId(next - 1)
+    };
+    let mut defs = program.defs.clone();
+    let fast_id = DefId(defs.len() as u32);
+    defs.push(MonoDef {
+        name: "incr.fast".into(),
+        source: program.def(f_id).source,
+        body: d.fast.clone(),
+        ty: d_ty.clone(),
+    });
+    let total_id = DefId(defs.len() as u32);
+    defs.push(MonoDef { name: "incr.total".into(), source: program.def(f_id).source, body: total, ty: d_ty.clone() });
+    let g =
+        |id: DefId, name: &str, ty: &Type| Expr::new(ExprKind::Var(name.into(), VarRef::Global(id)), span, ty.clone());
+    let (x, dx, m) = (fresh(), fresh(), fresh());
+    let xv = var("x".into(), x, a.clone(), span);
+    let dxv = var("dx".into(), dx, da.clone(), span);
+    let mv = var("m".into(), m, Type::Int, span);
+    let int = |n: i64| Expr::new(ExprKind::Lit(Lit::Int(n)), span, Type::Int);
+    let is = |n: i64| Expr::new(ExprKind::Bin(BinOp::Eq, mv.clone(), int(n)), span, Type::Bool);
+    let fast = app_n(g(fast_id, "incr.fast", &d_ty), [xv.clone(), dxv.clone()], span);
+    let total = app_n(g(total_id, "incr.total", &d_ty), [xv.clone(), dxv.clone()], span);
+    let x_new = oplus(xv.clone(), dxv.clone(), span);
+    let recompute_new = replace_all(app(g(f_id, "f", &f_ty), x_new, span), b, &mut fresh, span);
+    let recompute_old = replace_all(app(g(f_id, "f", &f_ty), xv.clone(), span), b, &mut fresh, span);
+    let if_ = |c: E, t: E, e: E| Expr::new(ExprKind::If(c, t, e), span, db.clone());
+    let body = if_(is(0), fast, if_(is(1), total, if_(is(2), recompute_new, recompute_old)));
+    let step = lam(
+        pat_var("x".into(), x, a.clone(), span),
+        lam(pat_var("dx".into(), dx, da.clone(), span), lam(pat_var("m".into(), m, Type::Int, span), body, span), span),
+        span,
+    );
+    let step_ty = step.ty.clone();
+    defs.push(MonoDef { name: "incr.step".into(), source: program.def(f_id).source, body: step, ty: step_ty });
+    let out = MonoProgram { defs, next_local: next };
+    anf::mono::verify(&out).map_err(|e| Diagnostic::error(span, format!("internal: {e}")))?;
+    Ok(out)
+}
+
+/// `replace e` at type `t`, componentwise on tuples.
+fn replace_all(e: E, t: &Type, fresh: &mut dyn FnMut() -> LocalId, span: Span) -> E {
+    match t {
+        Type::Tuple(ts) => {
+            let v = fresh();
+            let vv = var("v".into(), v, t.clone(), span);
+            let parts = ts
+                .iter()
+                .enumerate()
+                .map(|(i, c)| replace_all(Expr::new(ExprKind::Proj(vv.clone(), i), span, c.clone()), c, fresh, span))
+                .collect();
+            let body = Expr::new(ExprKind::Tuple(parts), span, Type::delta(t));
+            let_(pat_var("v".into(), v, t.clone(), span), e, body, span)
+        }
+        _ => app(builtin(Builtin::Replace, Type::fun(t.clone(), Type::delta(t)), span), e, span),
+    }
+}
+
+/// Are the Reals in the output's tuple structure finite?
+fn finite_reals(l: &Layout, words: &[Word]) -> bool {
+    let mut i = 0;
+    fn go(l: &Layout, words: &[Word], i: &mut usize) -> bool {
+        match l {
+            Layout::Real => {
+                let ok = words.get(*i).is_none_or(|w| w.as_f64().is_finite());
+                *i += 1;
+                ok
+            }
+            Layout::Tuple(ts) => ts.iter().all(|t| go(t, words, i)),
+            l => {
+                *i += l.words();
+                true
+            }
+        }
+    }
+    go(l, words, &mut i)
+}
+
+/// The new value of a `replace` change (componentwise on tuples) made by compiled code.
+///
+/// # Safety
+/// `words` must be such a change, alive in its context.
+unsafe fn replaced_value(l: &Layout, words: &[Word]) -> Value {
+    strip_replace(to_value(&delta_layout(l), &mut words.iter().copied()))
+}
+
+fn strip_replace(v: Value) -> Value {
+    match &v {
+        Value::Tuple(vs) => Value::tuple(vs.iter().cloned().map(strip_replace).collect()),
+        Value::Change(c) => match &**c {
+            Change::Replace(x) => x.clone(),
+            Change::GChange(_, x) => x.clone(),
+        },
+        _ => v,
+    }
+}
+
+/// The layout of `Delta t` for the layout of `t` (tuples componentwise).
+fn delta_layout(l: &Layout) -> Layout {
+    match l {
+        Layout::Tuple(ts) => Layout::Tuple(ts.iter().map(delta_layout).collect()),
+        l => Layout::Delta(Box::new(l.clone())),
+    }
+}
+
+// ---- Values into a context ---------------------------------------------------------------------
+
+/// The words of `v` (of layout `l`) made in `ctx` (bags persistent when `ctx` is the state).
+fn put(ctx: &mut CallCtx, l: &Layout, v: &Value, out: &mut Vec<Word>) -> Result<(), String> {
+    match (l, v) {
+        (Layout::Int, Value::Int(n)) => out.push(Word::from_i64(*n)),
+        (Layout::Real, Value::Real(x)) => out.push(Word::from_f64(*x)),
+        (Layout::Bool, Value::Bool(b)) => out.push(Word::from_bool(*b)),
+        (Layout::Unit, _) => {}
+        (Layout::Tuple(ls), Value::Tuple(vs)) if ls.len() == vs.len() => {
+            for (l, v) in ls.iter().zip(vs.iter()) {
+                put(ctx, l, v, out)?;
+            }
+        }
+        (Layout::Array(e), Value::Array(xs)) => {
+            let mut words = Vec::new();
+            for x in xs.iter() {
+                put(ctx, e, x, &mut words)?;
+            }
+            let w = ctx.array_from_words(e.words().max(1), &words).map_err(|e| e.to_string())?;
+            if e.words() == 0 {
+                // `Array Unit`: only the length matters.
+                let (p, _) = ctx.new_array_slots(xs.len(), 0).map_err(|e| e.to_string())?;
+                out.push(Word::from_ptr(p));
+            } else {
+                out.push(w);
+            }
+        }
+        (Layout::Bag(e), Value::Bag(b)) => {
+            let mut bag = NBag::new(e.words());
+            for (k, m) in &b.entries {
+                let mut kw = Vec::new();
+                put(ctx, e, &k.to_value(), &mut kw)?;
+                bag.insert(&kw.iter().map(|w| w.0).collect::<Vec<_>>(), *m).map_err(|e| e.to_string())?;
+            }
+            bag.set_persistent();
+            out.push(Word::from_ptr(ctx.new_bag(bag)));
+        }
+        (Layout::Map(kl, vl), Value::Map(m)) => {
+            let mut map = NMap::new(kl.words(), vl.words());
+            for (k, x) in &m.entries {
+                let (mut kw, mut vw) = (Vec::new(), Vec::new());
+                put(ctx, kl, &k.to_value(), &mut kw)?;
+                put(ctx, vl, x, &mut vw)?;
+                map.set(&raw(&kw), &raw(&vw)).map_err(|e| e.to_string())?;
+            }
+            out.push(Word::from_ptr(ctx.new_map(map)));
+        }
+        (Layout::Group(t), Value::Group(g)) => out.push(put_group(ctx, t, g)?),
+        (Layout::Delta(t), Value::Change(c)) => match &**c {
+            Change::Replace(x) => {
+                let mut words = Vec::new();
+                put(ctx, t, x, &mut words)?;
+                out.push(Word::from_i64(0));
+                out.push(ctx.record(&words).map_err(|e| e.to_string())?);
+            }
+            Change::GChange(g, d) => {
+                let mut words = vec![put_group(ctx, t, g)?];
+                put(ctx, t, d, &mut words)?;
+                out.push(Word::from_i64(1));
+                out.push(ctx.record(&words).map_err(|e| e.to_string())?);
+            }
+        },
+        (Layout::Fun, _) => return Err("the compiled driver does not take functions as data".into()),
+        (l, v) => return Err(format!("internal: value {v} does not have layout {l:?}")),
+    }
+    Ok(())
+}
+
+fn put_group(ctx: &mut CallCtx, t: &Layout, g: &Group) -> Result<Word, String> {
+    let words = match (g, t) {
+        (Group::Int, _) => vec![Word::from_i64(0)],
+        (Group::Real, _) => vec![Word::from_i64(1)],
+        (Group::Bag, _) => vec![Word::from_i64(2)],
+        (Group::Map(inner), Layout::Map(_, v)) => vec![Word::from_i64(3), put_group(ctx, v, inner)?],
+        (Group::Pair(a, b), Layout::Tuple(ts)) if ts.len() == 2 => {
+            vec![Word::from_i64(4), put_group(ctx, &ts[0], a)?, put_group(ctx, &ts[1], b)?]
+        }
+        (Group::User { .. }, _) => {
+            return Err("a change in a user's group (`group op inverse zero`) cannot be given to the compiled \
+                        driver; use `--interp`"
+                .into())
+        }
+        _ => return Err("internal: a group of the wrong shape".into()),
+    };
+    ctx.record(&words).map_err(|e| e.to_string())
+}
+
+fn raw(ws: &[Word]) -> Vec<u64> {
+    ws.iter().map(|w| w.0).collect()
+}
+
+// ---- The commit ----------------------------------------------------------------------------------
+
+/// `slot := slot ⊕ change` in the state context, in place where the group is builtin; never fails.
+fn commit(state: &mut CallCtx, l: &Layout, slot: &mut [Word], change: &[Word]) {
+    let mut si = 0;
+    let mut ci = 0;
+    commit_at(state, l, slot, &mut si, change, &mut ci);
+}
+
+fn commit_at(state: &mut CallCtx, l: &Layout, slot: &mut [Word], si: &mut usize, change: &[Word], ci: &mut usize) {
+    if let Layout::Tuple(ts) = l {
+        for t in ts {
+            commit_at(state, t, slot, si, change, ci);
+        }
+        return;
+    }
+    let n = l.words();
+    let kind = change[*ci].as_i64();
+    let payload = change[*ci + 1];
+    *ci += 2;
+    let target = &mut slot[*si..*si + n];
+    *si += n;
+    // SAFETY: the change was made by compiled code (or `put`) for layout `l` and is alive.
+    unsafe {
+        let p = payload.as_ptr::<u64>();
+        if kind == 0 {
+            let words: Vec<Word> = (0..n).map(|j| Word(*p.add(j))).collect();
+            let copied = copy_into(state, l, &words);
+            target.copy_from_slice(&copied);
+            return;
+        }
+        let g = Word(*p);
+        let d: Vec<Word> = (0..n).map(|j| Word(*p.add(1 + j))).collect();
+        group_apply(state, l, g, target, &d);
+    }
+}
+
+/// `slot := slot ·g d` in place (builtin groups), or by a copy of the result.
+///
+/// # Safety
+/// `g` a live group record and `d` live words of layout `l`.
+unsafe fn group_apply(state: &mut CallCtx, l: &Layout, g: Word, slot: &mut [Word], d: &[Word]) {
+    let gp = g.as_ptr::<u64>();
+    match (*gp, l) {
+        (0, _) => slot[0] = Word::from_i64(slot[0].as_i64().wrapping_add(d[0].as_i64())),
+        (1, _) => slot[0] = Word::from_f64(slot[0].as_f64() + d[0].as_f64()),
+        (2, Layout::Bag(_)) => {
+            let dst = &mut *slot[0].as_ptr::<NBag>();
+            let src = native::bag_ref(d[0]);
+            // Same key width by typing: cannot fail.
+            let _ = dst.add_scaled(src, 1);
+        }
+        (3, Layout::Map(_, vl)) => {
+            let inner = Word(*gp.add(1));
+            let dst = &mut *slot[0].as_ptr::<NMap>();
+            let src = native::map_ref(d[0]);
+            for (k, v) in src.sorted_entries() {
+                let dv: Vec<Word> = v.iter().map(|w| Word(*w)).collect();
+                match dst.get(k).map(|x| x.to_vec()) {
+                    Some(cur) => {
+                        let mut cur: Vec<Word> = cur.into_iter().map(Word).collect();
+                        group_apply(state, vl, inner, &mut cur, &dv);
+                        if is_zero(vl, inner, &cur) {
+                            dst.remove(k);
+                        } else {
+                            let _ = dst.set(k, &raw(&cur));
+                        }
+                    }
+                    None => {
+                        if !is_zero(vl, inner, &dv) {
+                            let copied = copy_into(state, vl, &dv);
+                            let _ = dst.set(k, &raw(&copied));
+                        }
+                    }
+                }
+            }
+        }
+        (4, Layout::Tuple(ts)) if ts.len() == 2 => {
+            let (g1, g2) = (Word(*gp.add(1)), Word(*gp.add(2)));
+            let n1 = ts[0].words();
+            let (a, b) = slot.split_at_mut(n1);
+            group_apply(state, &ts[0], g1, a, &d[..n1]);
+            group_apply(state, &ts[1], g2, b, &d[n1..]);
+        }
+        // A user's group: `update` recomputes instead (`user_group_in`), never gets here.
+        _ => {}
+    }
+}
+
+/// Does change `change` (of a value of layout `l`) hold a `gchange` in a user's group?
+///
+/// # Safety
+/// `change` must be live change words for layout `l`.
+unsafe fn user_group_in(l: &Layout, change: &[Word]) -> bool {
+    fn group_has_user(g: Word, l: &Layout) -> bool {
+        // SAFETY: group records made by compiled code, shaped by `l`.
+        unsafe {
+            let gp = g.as_ptr::<u64>();
+            match (*gp, l) {
+                (0..=2, _) => false,
+                (3, Layout::Map(_, v)) => group_has_user(Word(*gp.add(1)), v),
+                (4, Layout::Tuple(ts)) if ts.len() == 2 => {
+                    group_has_user(Word(*gp.add(1)), &ts[0]) || group_has_user(Word(*gp.add(2)), &ts[1])
+                }
+                _ => true,
+            }
+        }
+    }
+    fn go(l: &Layout, change: &[Word], ci: &mut usize) -> bool {
+        if let Layout::Tuple(ts) = l {
+            return ts.iter().any(|t| go(t, change, ci));
+        }
+        let (kind, payload) = (change[*ci].as_i64(), change[*ci + 1]);
+        *ci += 2;
+        // SAFETY: a gchange payload starts with its group record.
+        kind == 1 && group_has_user(unsafe { Word(*payload.as_ptr::<u64>()) }, l)
+    }
+    go(l, change, &mut 0)
+}
+
+/// Is `v` the zero of group `g` (builtin groups; as the interpreter's map operation decides)?
+unsafe fn is_zero(l: &Layout, g: Word, v: &[Word]) -> bool {
+    let gp = g.as_ptr::<u64>();
+    match (*gp, l) {
+        (0, _) => v[0].as_i64() == 0,
+        (1, _) => v[0].as_f64() == 0.0,
+        (2, _) => native::bag_ref(v[0]).is_empty(),
+        (3, _) => native::map_ref(v[0]).is_empty(),
+        (4, Layout::Tuple(ts)) if ts.len() == 2 => {
+            let n1 = ts[0].words();
+            is_zero(&ts[0], Word(*gp.add(1)), &v[..n1]) && is_zero(&ts[1], Word(*gp.add(2)), &v[n1..])
+        }
+        _ => false,
+    }
+}
+
+/// A deep copy of `words` (layout `l`) into the state context: its collections are new and
+/// persistent, its arrays in the state arena. Sharing is not preserved (so nothing aliases).
+unsafe fn copy_into(state: &mut CallCtx, l: &Layout, words: &[Word]) -> Vec<Word> {
+    let mut out = Vec::with_capacity(words.len());
+    let mut i = 0;
+    copy_at(state, l, words, &mut i, &mut out);
+    out
+}
+
+unsafe fn copy_at(state: &mut CallCtx, l: &Layout, words: &[Word], i: &mut usize, out: &mut Vec<Word>) {
+    match l {
+        Layout::Tuple(ts) => {
+            for t in ts {
+                copy_at(state, t, words, i, out);
+            }
+        }
+        Layout::Array(e) => {
+            let n = e.words();
+            let (len, elems) = native::read_array(words[*i], n);
+            *i += 1;
+            let copied =
+                if n == 0 { Vec::new() } else { copy_into(state, &Layout::Tuple(vec![(**e).clone(); len]), &elems) };
+            let arr = match state.new_array_slots(len, n) {
+                Ok((p, slots)) => {
+                    std::ptr::copy_nonoverlapping(copied.as_ptr() as *const u64, slots, copied.len());
+                    Word::from_ptr(p)
+                }
+                Err(_) => Word::from_ptr(std::ptr::null::<u8>()),
+            };
+            out.push(arr);
+        }
+        Layout::Bag(_) => {
+            let mut b = native::bag_ref(words[*i]).clone();
+            *i += 1;
+            b.set_persistent();
+            out.push(Word::from_ptr(state.new_bag(b)));
+        }
+        Layout::Map(kl, vl) => {
+            let src = native::map_ref(words[*i]);
+            *i += 1;
+            let mut m = NMap::new(kl.words(), vl.words());
+            for (k, v) in src.sorted_entries() {
+                let vw: Vec<Word> = v.iter().map(|w| Word(*w)).collect();
+                let copied = copy_into(state, vl, &vw);
+                let _ = m.set(k, &raw(&copied));
+            }
+            out.push(Word::from_ptr(state.new_map(m)));
+        }
+        l => {
+            let n = l.words();
+            out.extend_from_slice(&words[*i..*i + n]);
+            *i += n;
+        }
+    }
+}
