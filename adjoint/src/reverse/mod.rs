@@ -69,6 +69,36 @@ pub fn transform(mono: &MonoProgram) -> R<Option<MonoProgram>> {
     Ok(Some(MonoProgram { defs, next_local: t.next }))
 }
 
+/// `mono` (transformed) with one more definition, the new root: `λx. (f x, grad f x)` for the
+/// definition `f : s -> Real`, computing the value and the gradient in one forward and one reverse
+/// phase (what `runtime::api::Gradient` compiles).
+pub fn value_and_gradient(mono: &MonoProgram, f: DefId) -> R<MonoProgram> {
+    let base = transform(mono)?.unwrap_or_else(|| mono.clone());
+    let def = base.def(f).clone();
+    let span = strip(&def.body).span;
+    let Type::Fun(s, r) = &def.ty else {
+        return Err(not(format!("`{}` is not a function (its type is {})", def.name, def.ty), span));
+    };
+    if **r != Type::Real || !s.is_first_order() {
+        return Err(not(
+            format!("a gradient of `{}` : {}, which is not a function to Real of data", def.name, def.ty),
+            span,
+        ));
+    }
+    let mut t = Transform { mono: &base, next: base.next_local, sites: 0, span, bodies: Vec::new() };
+    t.bodies = base.defs.iter().map(|d| d.body.clone()).collect();
+    let xid = t.fresh();
+    let x = var(xid, &"x".into(), s);
+    let fvar = Expr::new(ExprKind::Var(def.name.clone(), VarRef::Global(f)), span, def.ty.clone());
+    let mut out = Vec::new();
+    let (g, v) = t.gradient_value(&mut out, &fvar, &x, &real(1.0))?;
+    let body = lam(xid, &"x".into(), s, lets(out, tuple(vec![v, g])));
+    let ty = body.ty.clone();
+    let mut defs = base.defs.clone();
+    defs.push(MonoDef { name: format!("{}'valueAndGrad", def.name).into(), source: def.source, body, ty });
+    Ok(MonoProgram { defs, next_local: t.next })
+}
+
 /// Does `mono` contain a differentiation site or any other construct of reverse mode?
 pub fn uses_reverse_mode(mono: &MonoProgram) -> bool {
     fn go(e: &E) -> bool {
@@ -357,6 +387,11 @@ impl<'m> Transform<'m> {
     /// The gradient of the known function `f` at the atom `x` along the cotangent `ct`, emitted
     /// into `out` (the forward phase, then the reverse phase); the gradient's atom.
     fn gradient(&mut self, out: &mut Vec<Bind>, f: &E, x: &E, ct: &E) -> R<E> {
+        Ok(self.gradient_value(out, f, x, ct)?.0)
+    }
+
+    /// [`Transform::gradient`] and the primal value (an atom, or a literal zero-free copy).
+    fn gradient_value(&mut self, out: &mut Vec<Bind>, f: &E, x: &E, ct: &E) -> R<(E, E)> {
         let lam = self.resolve(f)?;
         let body = self.apply_known(&lam, x)?;
         let anf = {
@@ -385,7 +420,8 @@ impl<'m> Transform<'m> {
         }
         ad.reverse(out, &binds)?;
         let g = ad.adj.remove(&xid);
-        ad.materialize(out, g, &x.ty, x)
+        let g = ad.materialize(out, g, &x.ty, x)?;
+        Ok((g, res))
     }
 }
 
