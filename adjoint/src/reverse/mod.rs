@@ -56,7 +56,27 @@ type R<T> = Result<T, NotCompiled>;
 /// Rewrites every differentiation site of `mono` into ordinary terms. `Ok(None)` when there is no
 /// site (the program is unchanged).
 pub fn transform(mono: &MonoProgram) -> R<Option<MonoProgram>> {
-    let mut t = Transform { mono, next: mono.next_local, sites: 0, span: Span::SYNTHETIC, bodies: Vec::new() };
+    Ok(transform_listing(mono)?.0)
+}
+
+/// One compiled gradient's two phases as text (for `nabla ir`).
+#[derive(Clone, Debug)]
+pub struct SiteListing {
+    pub span: Span,
+    pub forward: Vec<String>,
+    pub reverse: Vec<String>,
+}
+
+/// [`transform`], and the forward and reverse phase of each gradient it emitted.
+pub fn transform_listing(mono: &MonoProgram) -> R<(Option<MonoProgram>, Vec<SiteListing>)> {
+    let mut t = Transform {
+        mono,
+        next: mono.next_local,
+        sites: 0,
+        span: Span::SYNTHETIC,
+        bodies: Vec::new(),
+        listings: Vec::new(),
+    };
     let mut defs = Vec::with_capacity(mono.defs.len());
     for d in &mono.defs {
         let body = t.rewrite(&d.body)?;
@@ -64,9 +84,9 @@ pub fn transform(mono: &MonoProgram) -> R<Option<MonoProgram>> {
         defs.push(MonoDef { body, ..d.clone() });
     }
     if t.sites == 0 {
-        return Ok(None);
+        return Ok((None, t.listings));
     }
-    Ok(Some(MonoProgram { defs, next_local: t.next }))
+    Ok((Some(MonoProgram { defs, next_local: t.next }), t.listings))
 }
 
 /// `mono` (transformed) with one more definition, the new root: `λx. (f x, grad f x)` for the
@@ -85,7 +105,8 @@ pub fn value_and_gradient(mono: &MonoProgram, f: DefId) -> R<MonoProgram> {
             span,
         ));
     }
-    let mut t = Transform { mono: &base, next: base.next_local, sites: 0, span, bodies: Vec::new() };
+    let mut t =
+        Transform { mono: &base, next: base.next_local, sites: 0, span, bodies: Vec::new(), listings: Vec::new() };
     t.bodies = base.defs.iter().map(|d| d.body.clone()).collect();
     let xid = t.fresh();
     let x = var(xid, &"x".into(), s);
@@ -128,6 +149,7 @@ struct Transform<'m> {
     /// The definitions rewritten so far (in dependency order, so every definition a site inlines
     /// is here, its own sites already transformed: innermost first).
     bodies: Vec<E>,
+    listings: Vec<SiteListing>,
 }
 
 fn not(what: impl Into<String>, span: Span) -> NotCompiled {
@@ -414,13 +436,25 @@ impl<'m> Transform<'m> {
         if !x.ty.is_discrete() {
             ad.active.insert(xid);
         }
+        let start = out.len();
         ad.forward(out, &binds)?;
+        let middle = out.len();
         if let Some(seed) = ad.decompose(out, ct, false)? {
             ad.add(out, &res, seed)?;
         }
         ad.reverse(out, &binds)?;
         let g = ad.adj.remove(&xid);
         let g = ad.materialize(out, g, &x.ty, x)?;
+        let show = |bs: &[Bind]| -> Vec<String> {
+            bs.iter()
+                .map(|b| {
+                    format!("{}#{} = {}", b.name, b.id.0, frontend::pretty::expr(&b.rhs, frontend::pretty::Mode::Ascii))
+                })
+                .collect()
+        };
+        let listing =
+            SiteListing { span: self.span, forward: show(&out[start..middle]), reverse: show(&out[middle..]) };
+        self.listings.push(listing);
         Ok((g, res))
     }
 }
