@@ -576,7 +576,11 @@ impl Ad<'_, '_> {
                     return self.err(format!("a gradient through a value of type {}", b.ty));
                 }
                 let (h, args) = anf::anormal::spine(rhs);
-                if let ExprKind::Var(_, VarRef::Builtin(bi @ (Builtin::Fold | Builtin::Iterate))) = &h.kind {
+                if let ExprKind::Var(
+                    _,
+                    VarRef::Builtin(bi @ (Builtin::Fold | Builtin::Iterate | Builtin::RevIterate)),
+                ) = &h.kind
+                {
                     if args.len() == 3 {
                         let args: Vec<E> = args.into_iter().cloned().collect();
                         self.loop_forward(out, b, *bi, &args)?;
@@ -925,7 +929,7 @@ impl Ad<'_, '_> {
                 }
                 self.add(out, &args[0], Adj::A(gz))
             }
-            B::Fold | B::Iterate => self.rev_fold(out, z, g),
+            B::Fold | B::Iterate | B::RevIterate => self.rev_fold(out, z, g),
             _ => self.err(format!("a gradient through `{}`", b.name())),
         }
     }
@@ -1097,7 +1101,8 @@ impl Ad<'_, '_> {
         init.extend(extras);
         let init = tuple(init);
         let sty = init.ty.clone();
-        let fin = self.emit(out, "r", call(Builtin::Iterate, &[n.clone(), body, init], sty));
+        let it = if allocates(&body) { Builtin::Iterate } else { Builtin::RevIterate };
+        let fin = self.emit(out, "r", call(it, &[n.clone(), body, init], sty));
         for (j, c) in carried.iter().enumerate() {
             let v = self.emit(out, "d", proj(&fin, 1 + j));
             if let Some(a) = self.decompose(out, &v, true)? {
@@ -1300,7 +1305,8 @@ impl Ad<'_, '_> {
             let next = tuple(vec![bin(BinOp::Add, &k, &int(1), Type::Int), tp2, res]);
             let step = lam(sid, &"s".into(), &sty, lets(bo, next));
             let init = tuple(vec![int(0), t0, z0.clone()]);
-            let fin = self.emit(out, "s", call(Builtin::Iterate, &[n.clone(), step, init], sty));
+            let it = if allocates(&step) { Builtin::Iterate } else { Builtin::RevIterate };
+            let fin = self.emit(out, "s", call(it, &[n.clone(), step, init], sty));
             out.push(Bind { id: tape_id, name: "tape".into(), ty: tape_ty, rhs: proj(&fin, 1) });
             out.push(Bind { id: b.id, name: b.name.clone(), ty: bty.clone(), rhs: proj(&fin, 2) });
         } else {
@@ -1374,6 +1380,56 @@ impl Ad<'_, '_> {
         }
         Ok(())
     }
+}
+
+/// Might evaluating `e` allocate arena memory (arrays, closures, bags…)? A loop whose body does
+/// not is compiled without compaction (`iterate'`).
+fn allocates(e: &E) -> bool {
+    // The loop's own λ is the body; a λ inside it would be a closure value.
+    let inner = match &e.kind {
+        ExprKind::Lam(_, b) => b,
+        _ => e,
+    };
+    let mut found = false;
+    fn go(e: &E, found: &mut bool) {
+        if *found {
+            return;
+        }
+        match &e.kind {
+            ExprKind::Lam(..) | ExprKind::Array(_) | ExprKind::Bag(_) | ExprKind::Map(_) => *found = true,
+            ExprKind::Var(_, VarRef::Builtin(b)) => *found = builtin_allocates(*b),
+            _ => frontend::lin::for_each_child(e, &mut |c| go(c, found)),
+        }
+    }
+    go(inner, &mut found);
+    found
+}
+
+fn builtin_allocates(b: Builtin) -> bool {
+    use Builtin as B;
+    !matches!(
+        b,
+        B::Sin
+            | B::Cos
+            | B::Tan
+            | B::Exp
+            | B::Log
+            | B::Sqrt
+            | B::Tanh
+            | B::Sigmoid
+            | B::Abs
+            | B::Neg
+            | B::Max
+            | B::Min
+            | B::ToReal
+            | B::Len
+            | B::Sum
+            | B::Dot
+            | B::AccAdd
+            | B::AccAddAll
+            | B::AccAxpy
+            | B::TapeSet
+    )
 }
 
 fn tape_ty_of(t: &Type) -> Type {
