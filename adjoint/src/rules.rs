@@ -41,6 +41,8 @@ pub fn is_real_prim(p: Prim) -> bool {
                 | B::Neg
                 | B::Max
                 | B::Min
+                | B::Floor
+                | B::Round
         ),
         Prim::Op(op) => matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Pow),
         Prim::Neg => true,
@@ -74,6 +76,8 @@ pub fn partials(p: Prim, xs: &[f64]) -> Option<Vec<f64>> {
                 0.0
             }],
             B::Neg => vec![-1.0],
+            // floor and round are constant between their kinks; 0 at the kinks too.
+            B::Floor | B::Round => vec![0.0],
             // A tie goes to the first argument, as `max` and `min` themselves do.
             B::Max => {
                 let y = *xs.get(1)?;
@@ -142,6 +146,8 @@ pub fn partial_terms(p: Prim, xs: &[E]) -> Option<Vec<E>> {
                 vec![if_(&gt(x, &zero), real(1.0), if_(&lt(x, &zero), real(-1.0), real(0.0)))]
             }
             B::Neg => vec![real(-1.0)],
+            // floor and round are constant between their kinks; 0 at the kinks too.
+            B::Floor | B::Round => vec![real(0.0)],
             // A tie goes to the first argument.
             B::Max | B::Min => {
                 let y = xs.get(1)?;

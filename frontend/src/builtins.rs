@@ -119,6 +119,9 @@ builtins! {
     AccAxpy = "accAxpy'" : "Array Real -> Real -> Array Real -> Array Real";
     TapeNew = "tape'" : "Int -> Array 'a";
     TapeSet = "tapeSet'" : "Array 'a -> Int -> 'a -> Array 'a";
+    // `iterate` whose body allocates nothing: compiled without compaction (its carried arrays are
+    // accumulators or tapes, updated in place, never rebuilt).
+    RevIterate = "iterate'" : "Int -> ('a -> 'a) -> 'a -> 'a";
 }
 
 impl Builtin {

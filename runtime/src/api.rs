@@ -130,10 +130,18 @@ impl Compiled {
     /// Compiles definition `name` of program `src`, a function of data parameters (`Real`,
     /// `Int`, `Bool`, `Array Real` and tuples of them, curried or not) returning data.
     pub fn new(src: &str, name: &str) -> Result<Compiled, Diagnostic> {
+        Compiled::with(src, name, prepare)
+    }
+
+    fn with(
+        src: &str,
+        name: &str,
+        prep: fn(&str, &str) -> Result<Prepared, Diagnostic>,
+    ) -> Result<Compiled, Diagnostic> {
         let (src, name) = (src.to_string(), name.to_string());
         let p = {
             let name = name.clone();
-            frontend::with_big_stack(move || prepare(&src, &name))?
+            frontend::with_big_stack(move || prep(&src, &name))?
         };
         let machine = Machine::from_parts(&p.module, p.main, Some(p.apply), p.sites, p.root, p.span, STACK_BUDGET)
             .map_err(|e| Diagnostic::error(p.span, e))?;
@@ -253,14 +261,135 @@ impl Compiled {
     }
 }
 
+/// A compiled gradient: definition `f : s -> Real` (`s` made of `Real`, `Int`, `Bool`,
+/// `Array Real` and tuples of them) compiled once as one forward and one reverse phase
+/// (`adjoint::reverse`), then called many times. Each call takes the parameter's leaves as
+/// [`Arg`]s (tuple components in order) and writes the gradient into the caller's buffer: the
+/// `Real` leaves in order, an `Array Real` leaf as its elements (an `Int` or `Bool` leaf takes no
+/// room: its gradient is zero). No compilation and no heap allocation per call: the call context's
+/// arena is reset and reused.
+///
+/// ```
+/// use runtime::api::{Arg, Gradient};
+///
+/// let src = "
+/// def sq (z : Real) = z * z
+/// def rosen (x : Array Real) =
+///   fold (fun acc i -> acc + 100.0 * sq (x.[i + 1] - x.[i] * x.[i]) + sq (1.0 - x.[i])) 0.0
+///        (build (len x - 1) (fun i -> i))
+/// def scaled (k, (x : Array Real)) = k * sum (map (fun v -> v * v) x)
+/// ";
+/// let mut rosen = Gradient::new(src, "rosen").unwrap();
+/// let x = [1.0, 1.0, 1.0];
+/// let mut g = [0.0; 3];
+/// let value = rosen.call(&[Arg::Reals(&x)], &mut g).unwrap();
+/// assert_eq!((value, g), (0.0, [0.0, 0.0, 0.0]));
+/// let value = rosen.call(&[Arg::Reals(&[0.0, 0.0])], &mut g[..2]).unwrap();
+/// assert_eq!((value, &g[..2]), (1.0, &[-2.0, 0.0][..]));
+///
+/// // A tuple parameter: the gradient is (∂/∂k, ∂/∂x₀, ∂/∂x₁).
+/// let mut scaled = Gradient::new(src, "scaled").unwrap();
+/// let mut g = [0.0; 3];
+/// let v = scaled.call(&[Arg::Real(2.0), Arg::Reals(&[1.0, 3.0])], &mut g).unwrap();
+/// assert_eq!((v, g), (20.0, [10.0, 4.0, 12.0]));
+/// ```
+pub struct Gradient {
+    inner: Compiled,
+}
+
+impl Gradient {
+    /// Compiles the gradient of definition `name` of `src` (one parameter, result `Real`).
+    pub fn new(src: &str, name: &str) -> Result<Gradient, Diagnostic> {
+        let inner = Compiled::with(src, name, prepare_gradient)?;
+        if inner.leaves.iter().any(|l| matches!(l, Leaf::Data(_))) {
+            return Err(inner.usage(
+                "the gradient handle takes Real, Int, Bool, Array Real and tuples of them (use `Function` for other data)",
+            ));
+        }
+        Ok(Gradient { inner })
+    }
+
+    /// How many `f64`s the gradient takes for these arguments.
+    pub fn gradient_len(&self, args: &[Arg]) -> usize {
+        args.iter()
+            .map(|a| match a {
+                Arg::Real(_) => 1,
+                Arg::Reals(xs) => xs.len(),
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// Evaluates `f` at `args`, writes its gradient into `grad` (which must have
+    /// [`Gradient::gradient_len`] elements) and returns its value.
+    pub fn call(&mut self, args: &[Arg], grad: &mut [f64]) -> Result<f64, Diagnostic> {
+        let need = self.gradient_len(args);
+        if grad.len() != need {
+            return Err(self
+                .inner
+                .usage(&format!("the gradient buffer has {} elements, the gradient {need}", grad.len())));
+        }
+        self.inner.run(args)?;
+        let c = &self.inner;
+        let mut k = 0;
+        for (i, leaf) in c.leaves.iter().enumerate() {
+            let w = c.rets[1 + i];
+            match leaf {
+                Leaf::Real => {
+                    grad[k] = w.as_f64();
+                    k += 1;
+                }
+                Leaf::Reals => {
+                    // SAFETY: an `Array Real` (`[len, elements…]`) made by compiled code in the
+                    // call context, not reset since; its length is the argument's (the gradient
+                    // of an array has its shape).
+                    let p = w.as_ptr::<u64>();
+                    let n = unsafe { *p } as usize;
+                    let m = n.min(grad.len() - k);
+                    for j in 0..m {
+                        grad[k + j] = f64::from_bits(unsafe { *p.add(1 + j) });
+                    }
+                    k += m;
+                }
+                // `new` refuses other data parameters.
+                Leaf::Int | Leaf::Bool | Leaf::Data(_) => {}
+            }
+        }
+        Ok(c.rets[0].as_f64())
+    }
+}
+
 /// Front end, monomorphisation and lowering, on a thread with a big stack.
 fn prepare(src: &str, name: &str) -> Result<Prepared, Diagnostic> {
     let program = frontend::check_source(src)?;
     let id = crate::find_def(&program, name)?;
     let def_span = program.def(id).span;
     let mono = anf::mono::monomorphise(&program, id)?;
-    let mono = adjoint::incremental::expand(&mono)?;
-    let span = root_span(&mono);
+    // Differentiation sites become ordinary terms (adjoint::reverse).
+    let mono = match adjoint::reverse::transform(&mono) {
+        Ok(Some(t)) => t,
+        Ok(None) => mono,
+        Err(nc) => return Err(Diagnostic::error(nc.span, format!("{} is not compiled yet", nc.what))),
+    };
+    prepare_mono(&mono, name, def_span)
+}
+
+/// [`prepare`] for the value-and-gradient definition of `name` (`adjoint::reverse::value_and_gradient`).
+fn prepare_gradient(src: &str, name: &str) -> Result<Prepared, Diagnostic> {
+    let program = frontend::check_source(src)?;
+    let id = crate::find_def(&program, name)?;
+    let def_span = program.def(id).span;
+    let mono = anf::mono::monomorphise(&program, id)?;
+    let mono = adjoint::reverse::value_and_gradient(&mono, mono.root())
+        .map_err(|nc| Diagnostic::error(nc.span, format!("{} is not compiled yet", nc.what)))?;
+    prepare_mono(&mono, name, def_span)
+}
+
+fn prepare_mono(mono: &anf::mono::MonoProgram, name: &str, def_span: Span) -> Result<Prepared, Diagnostic> {
+    // ILC's `derive`, function changes and `nil` of functions become ordinary terms.
+    let expanded = adjoint::incremental::expand(mono)?;
+    let mono = &expanded;
+    let span = root_span(mono);
     let ty = mono.def(mono.root()).ty.clone();
     let (params, result) = split_params(&ty);
     let mut leaves = Vec::new();
@@ -279,7 +408,7 @@ fn prepare(src: &str, name: &str) -> Result<Prepared, Diagnostic> {
         return Err(Diagnostic::error(def_span, format!("`{name}` returns {result}, which is not data")));
     }
     let options = LowerOptions { apply_arity: Some(params.len()) };
-    let lowered = lower::lower(&mono, &options).map_err(|e| Diagnostic::error(def_span, e.message))?;
+    let lowered = lower::lower(mono, &options).map_err(|e| Diagnostic::error(def_span, e.message))?;
     let apply = lowered.apply.ok_or_else(|| Diagnostic::error(def_span, "internal: no apply entry"))?;
     Ok(Prepared {
         module: lowered.module,

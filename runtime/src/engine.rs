@@ -84,17 +84,28 @@ pub fn reverse_note(nc: &adjoint::reverse::NotCompiled) -> String {
 
 /// A note with `@lo..hi` byte offsets rewritten as `line:column` of `src`.
 pub fn note_with_lines(note: &str, src: &str) -> String {
-    let Some(at) = note.find("(at @") else { return note.to_string() };
-    let rest = &note[at + 5..];
-    let Some(end) = rest.find(')') else { return note.to_string() };
-    let lo = rest[..end].split("..").next().and_then(|x| x.parse::<usize>().ok());
-    match lo {
-        Some(lo) if lo <= src.len() => {
-            let (l, c) = frontend::span::line_col(src, lo);
-            format!("{}(at {l}:{c}){}", &note[..at], &rest[end + 1..])
+    let mut out = String::new();
+    let mut rest = note;
+    while let Some(at) = rest.find('@') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at + 1..];
+        let digits = tail.find(|c: char| !c.is_ascii_digit()).unwrap_or(tail.len());
+        let after = &tail[digits..];
+        let hi_len = after.strip_prefix("..").map(|h| 2 + h.find(|c: char| !c.is_ascii_digit()).unwrap_or(h.len()));
+        match (tail[..digits].parse::<usize>(), hi_len) {
+            (Ok(lo), Some(n)) if lo <= src.len() => {
+                let (l, c) = frontend::span::line_col(src, lo);
+                out.push_str(&format!("{l}:{c}"));
+                rest = &after[n..];
+            }
+            _ => {
+                out.push('@');
+                rest = tail;
+            }
         }
-        _ => note.to_string(),
     }
+    out.push_str(rest);
+    out
 }
 
 /// Stack compiled code may use under [`run`], which must run on a thread with a big stack
@@ -105,12 +116,24 @@ pub const BIG_STACK_BUDGET: usize = 64 << 20;
 /// `optimized`, else as lowering made it.
 pub fn ir_text(mono: &MonoProgram, optimized: bool) -> Result<String, Diagnostic> {
     let transformed;
-    let mono = match adjoint::reverse::transform(mono) {
-        Ok(Some(t)) => {
+    let mut header = String::new();
+    let mono = match adjoint::reverse::transform_listing(mono) {
+        Ok((Some(t), listings)) => {
             transformed = t;
+            // Each gradient's two phases, as the terms the transform emitted (then lowered below).
+            for l in &listings {
+                header.push_str(&format!("; gradient at @{}..{}: forward phase\n", l.span.lo, l.span.hi));
+                for b in &l.forward {
+                    header.push_str(&format!(";   {b}\n"));
+                }
+                header.push_str(&format!("; gradient at @{}..{}: reverse phase\n", l.span.lo, l.span.hi));
+                for b in &l.reverse {
+                    header.push_str(&format!(";   {b}\n"));
+                }
+            }
             &transformed
         }
-        Ok(None) => mono,
+        Ok((None, _)) => mono,
         Err(nc) => return Err(Diagnostic::error(nc.span, format!("{} is not compiled yet", nc.what))),
     };
     let expanded = adjoint::incremental::expand(mono)?;
@@ -120,7 +143,7 @@ pub fn ir_text(mono: &MonoProgram, optimized: bool) -> Result<String, Diagnostic
     if optimized {
         optimize(&mut lowered.module, &[lowered.main], &OptOptions::default());
     }
-    Ok(ir::print(&lowered.module))
+    Ok(format!("{header}{}", ir::print(&lowered.module)))
 }
 
 /// The span of the root definition's body: where errors without a site are reported.

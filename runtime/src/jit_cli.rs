@@ -34,5 +34,6 @@ pub fn ir(args: &[String]) -> Result<String, Failure> {
     let src = read(file)?;
     let on_file = |d| Failure::Program { path: file.clone(), src: src.clone(), diag: d };
     let (_, mono) = runtime::prepare(&src, def).map_err(on_file)?;
-    runtime::engine::ir_text(&mono, !raw).map_err(on_file)
+    let text = runtime::engine::ir_text(&mono, !raw).map_err(on_file)?;
+    Ok(runtime::engine::note_with_lines(&text, &src))
 }

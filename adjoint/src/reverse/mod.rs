@@ -56,16 +56,68 @@ type R<T> = Result<T, NotCompiled>;
 /// Rewrites every differentiation site of `mono` into ordinary terms. `Ok(None)` when there is no
 /// site (the program is unchanged).
 pub fn transform(mono: &MonoProgram) -> R<Option<MonoProgram>> {
-    let mut t = Transform { mono, next: mono.next_local, sites: 0, span: Span::SYNTHETIC };
+    Ok(transform_listing(mono)?.0)
+}
+
+/// One compiled gradient's two phases as text (for `nabla ir`).
+#[derive(Clone, Debug)]
+pub struct SiteListing {
+    pub span: Span,
+    pub forward: Vec<String>,
+    pub reverse: Vec<String>,
+}
+
+/// [`transform`], and the forward and reverse phase of each gradient it emitted.
+pub fn transform_listing(mono: &MonoProgram) -> R<(Option<MonoProgram>, Vec<SiteListing>)> {
+    let mut t = Transform {
+        mono,
+        next: mono.next_local,
+        sites: 0,
+        span: Span::SYNTHETIC,
+        bodies: Vec::new(),
+        listings: Vec::new(),
+    };
     let mut defs = Vec::with_capacity(mono.defs.len());
     for d in &mono.defs {
         let body = t.rewrite(&d.body)?;
+        t.bodies.push(body.clone());
         defs.push(MonoDef { body, ..d.clone() });
     }
     if t.sites == 0 {
-        return Ok(None);
+        return Ok((None, t.listings));
     }
-    Ok(Some(MonoProgram { defs, next_local: t.next }))
+    Ok((Some(MonoProgram { defs, next_local: t.next }), t.listings))
+}
+
+/// `mono` (transformed) with one more definition, the new root: `λx. (f x, grad f x)` for the
+/// definition `f : s -> Real`, computing the value and the gradient in one forward and one reverse
+/// phase (what `runtime::api::Gradient` compiles).
+pub fn value_and_gradient(mono: &MonoProgram, f: DefId) -> R<MonoProgram> {
+    let base = transform(mono)?.unwrap_or_else(|| mono.clone());
+    let def = base.def(f).clone();
+    let span = strip(&def.body).span;
+    let Type::Fun(s, r) = &def.ty else {
+        return Err(not(format!("`{}` is not a function (its type is {})", def.name, def.ty), span));
+    };
+    if **r != Type::Real || !s.is_first_order() {
+        return Err(not(
+            format!("a gradient of `{}` : {}, which is not a function to Real of data", def.name, def.ty),
+            span,
+        ));
+    }
+    let mut t =
+        Transform { mono: &base, next: base.next_local, sites: 0, span, bodies: Vec::new(), listings: Vec::new() };
+    t.bodies = base.defs.iter().map(|d| d.body.clone()).collect();
+    let xid = t.fresh();
+    let x = var(xid, &"x".into(), s);
+    let fvar = Expr::new(ExprKind::Var(def.name.clone(), VarRef::Global(f)), span, def.ty.clone());
+    let mut out = Vec::new();
+    let (g, v) = t.gradient_value(&mut out, &fvar, &x, &real(1.0))?;
+    let body = lam(xid, &"x".into(), s, lets(out, tuple(vec![v, g])));
+    let ty = body.ty.clone();
+    let mut defs = base.defs.clone();
+    defs.push(MonoDef { name: format!("{}'valueAndGrad", def.name).into(), source: def.source, body, ty });
+    Ok(MonoProgram { defs, next_local: t.next })
 }
 
 /// Does `mono` contain a differentiation site or any other construct of reverse mode?
@@ -94,6 +146,10 @@ struct Transform<'m> {
     sites: usize,
     /// The site being transformed (where a failure is reported).
     span: Span,
+    /// The definitions rewritten so far (in dependency order, so every definition a site inlines
+    /// is here, its own sites already transformed: innermost first).
+    bodies: Vec<E>,
+    listings: Vec<SiteListing>,
 }
 
 fn not(what: impl Into<String>, span: Span) -> NotCompiled {
@@ -148,6 +204,47 @@ impl<'m> Transform<'m> {
             }
             ExprKind::App(..) => {
                 let (h, args) = anf::anormal::spine(e);
+                // (pullback f (omega c)) x t = ⟨vjp f x c, t⟩ (the constant 1-form pulled back,
+                // at x, applied to the tangent t: rules 3 and 17 with the dual's pairing).
+                if let Some((f, c)) = pullback_of_omega(h) {
+                    if args.len() == 2 {
+                        self.span = e.span;
+                        let f = self.rewrite(f)?;
+                        let c = self.rewrite(c)?;
+                        let x = self.rewrite(args[0])?;
+                        let t = self.rewrite(args[1])?;
+                        let v = self.site(Builtin::Vjp, &[f, x, c], e)?;
+                        self.sites += 1;
+                        return self.pairing(v, t);
+                    }
+                }
+                // unstar ((pullback f (omega c)) x) = vjp f x c; unstar (star v) = v;
+                // (star v) t = ⟨v, t⟩.
+                if let (ExprKind::Var(_, VarRef::Builtin(Builtin::Unstar)), [a]) = (&strip(h).kind, args.as_slice()) {
+                    let (h2, args2) = anf::anormal::spine(strip(a));
+                    if let (Some((f, c)), [x]) = (pullback_of_omega(h2), args2.as_slice()) {
+                        self.span = e.span;
+                        let f = self.rewrite(f)?;
+                        let c = self.rewrite(c)?;
+                        let x = self.rewrite(x)?;
+                        let v = self.site(Builtin::Vjp, &[f, x, c], e)?;
+                        self.sites += 1;
+                        return Ok(v);
+                    }
+                    if let (ExprKind::Var(_, VarRef::Builtin(Builtin::Star)), [v]) = (&strip(h2).kind, args2.as_slice())
+                    {
+                        self.sites += 1;
+                        return self.rewrite(v);
+                    }
+                }
+                if let ExprKind::App(s, v) = &strip(h).kind {
+                    if let (ExprKind::Var(_, VarRef::Builtin(Builtin::Star)), [t]) = (&strip(s).kind, args.as_slice()) {
+                        let v = self.rewrite(v)?;
+                        let t = self.rewrite(t)?;
+                        self.sites += 1;
+                        return self.pairing(v, t);
+                    }
+                }
                 if let ExprKind::Var(_, VarRef::Builtin(b)) = &strip(h).kind {
                     if matches!(b, Builtin::Grad | Builtin::Vjp | Builtin::Jacobian) && args.len() == b.arity() {
                         let args: Vec<E> = args.into_iter().map(|a| self.rewrite(a)).collect::<R<_>>()?;
@@ -198,6 +295,41 @@ impl<'m> Transform<'m> {
         }
     }
 
+    /// The pairing ⟨v, t⟩ of a dual vector with a tangent of a first-order type (Real).
+    fn pairing(&mut self, v: E, t: E) -> R<E> {
+        let mut out = Vec::new();
+        let v = self.bind(&mut out, "v", v);
+        let t = self.bind(&mut out, "t", t);
+        let r = self.pair_atoms(&mut out, &v, &t)?;
+        Ok(lets(out, r))
+    }
+
+    fn pair_atoms(&mut self, out: &mut Vec<Bind>, v: &E, t: &E) -> R<E> {
+        Ok(match &v.ty {
+            ty if ty.is_discrete() => real(0.0),
+            Type::Real => rbin(BinOp::Mul, v, t),
+            Type::Array(e) if **e == Type::Real => call(Builtin::Dot, &[v.clone(), t.clone()], Type::Real),
+            Type::Tuple(ts) => {
+                let mut acc: Option<E> = None;
+                for i in 0..ts.len() {
+                    if ts[i].is_discrete() {
+                        continue;
+                    }
+                    let a = self.bind(out, "v", proj(v, i));
+                    let b = self.bind(out, "t", proj(t, i));
+                    let p = self.pair_atoms(out, &a, &b)?;
+                    let p = self.bind(out, "p", p);
+                    acc = Some(match acc {
+                        None => p,
+                        Some(q) => self.bind(out, "p", rbin(BinOp::Add, &q, &p)),
+                    });
+                }
+                acc.unwrap_or_else(|| real(0.0))
+            }
+            t => return Err(not(format!("a dual vector of type {t} applied to a tangent"), self.span)),
+        })
+    }
+
     /// `let z = rhs` appended to `out`; the variable.
     fn bind(&mut self, out: &mut Vec<Bind>, name: &str, rhs: E) -> E {
         let id = self.fresh();
@@ -221,7 +353,7 @@ impl<'m> Transform<'m> {
         match &f.kind {
             ExprKind::Lam(..) => Some(f.clone()),
             ExprKind::Var(_, VarRef::Global(d)) if is_fun(&f.ty) => {
-                let body = strip(&self.mono.def(*d).body);
+                let body = strip(self.bodies.get(d.0 as usize).unwrap_or(&self.mono.def(*d).body));
                 matches!(body.kind, ExprKind::Lam(..)).then(|| body.clone())
             }
             ExprKind::Var(_, VarRef::Local(id)) => env.get(id).cloned(),
@@ -277,6 +409,11 @@ impl<'m> Transform<'m> {
     /// The gradient of the known function `f` at the atom `x` along the cotangent `ct`, emitted
     /// into `out` (the forward phase, then the reverse phase); the gradient's atom.
     fn gradient(&mut self, out: &mut Vec<Bind>, f: &E, x: &E, ct: &E) -> R<E> {
+        Ok(self.gradient_value(out, f, x, ct)?.0)
+    }
+
+    /// [`Transform::gradient`] and the primal value (an atom, or a literal zero-free copy).
+    fn gradient_value(&mut self, out: &mut Vec<Bind>, f: &E, x: &E, ct: &E) -> R<(E, E)> {
         let lam = self.resolve(f)?;
         let body = self.apply_known(&lam, x)?;
         let anf = {
@@ -299,14 +436,34 @@ impl<'m> Transform<'m> {
         if !x.ty.is_discrete() {
             ad.active.insert(xid);
         }
+        let start = out.len();
         ad.forward(out, &binds)?;
+        let middle = out.len();
         if let Some(seed) = ad.decompose(out, ct, false)? {
             ad.add(out, &res, seed)?;
         }
         ad.reverse(out, &binds)?;
         let g = ad.adj.remove(&xid);
-        ad.materialize(out, g, &x.ty, x)
+        let g = ad.materialize(out, g, &x.ty, x)?;
+        let show = |bs: &[Bind]| -> Vec<String> {
+            bs.iter()
+                .map(|b| {
+                    format!("{}#{} = {}", b.name, b.id.0, frontend::pretty::expr(&b.rhs, frontend::pretty::Mode::Ascii))
+                })
+                .collect()
+        };
+        let listing =
+            SiteListing { span: self.span, forward: show(&out[start..middle]), reverse: show(&out[middle..]) };
+        self.listings.push(listing);
+        Ok((g, res))
     }
+}
+
+/// `pullback f (omega c)`'s `f` and `c`.
+fn pullback_of_omega(h: &E) -> Option<(&E, &E)> {
+    let ExprKind::Pullback(f, w) = &strip(h).kind else { return None };
+    let ExprKind::App(o, c) = &strip(w).kind else { return None };
+    matches!(strip(o).kind, ExprKind::Var(_, VarRef::Builtin(Builtin::Omega))).then_some((f, c))
 }
 
 /// `f a1 … an` with `f` a λ: `let p1 = a1 in … (body a(k+1) …)`, `let`s floated out of the head.
@@ -419,7 +576,11 @@ impl Ad<'_, '_> {
                     return self.err(format!("a gradient through a value of type {}", b.ty));
                 }
                 let (h, args) = anf::anormal::spine(rhs);
-                if let ExprKind::Var(_, VarRef::Builtin(bi @ (Builtin::Fold | Builtin::Iterate))) = &h.kind {
+                if let ExprKind::Var(
+                    _,
+                    VarRef::Builtin(bi @ (Builtin::Fold | Builtin::Iterate | Builtin::RevIterate)),
+                ) = &h.kind
+                {
                     if args.len() == 3 {
                         let args: Vec<E> = args.into_iter().cloned().collect();
                         self.loop_forward(out, b, *bi, &args)?;
@@ -717,7 +878,58 @@ impl Ad<'_, '_> {
                 Ok(())
             }
             B::Map | B::ZipWith | B::Build => self.rev_elementwise(out, b, args, &zv, g),
-            B::Fold | B::Iterate => self.rev_fold(out, z, g),
+            // The transform's own builtins, for nested pullbacks (an inner site's output
+            // differentiated by an outer one). Each is linear in its array argument: its
+            // adjoint moves to the input after the other arguments' adjoints have read it.
+            B::Zeros | B::TapeNew => Ok(()),
+            B::AccAdd | B::AccAddAll | B::AccAxpy | B::TapeSet => {
+                let Adj::A(gz) = g else { return self.err(format!("a gradient through `{}` of tuples", b.name())) };
+                match b {
+                    // accAdd' A i v = A + v·eᵢ: v gets the i-th adjoint.
+                    B::AccAdd => {
+                        if self.is_active(&args[2]) {
+                            let c = self.emit(out, "d", index(&gz, &args[1]));
+                            self.add(out, &args[2], Adj::R(c))?;
+                        }
+                    }
+                    // accAddAll' A s = A + s·1: s gets the sum of the adjoint.
+                    B::AccAddAll => {
+                        if self.is_active(&args[1]) {
+                            let c = self.emit(out, "d", call(B::Sum, std::slice::from_ref(&gz), Type::Real));
+                            self.add(out, &args[1], Adj::R(c))?;
+                        }
+                    }
+                    // accAxpy' A s y = A + s·y (bilinear in s and y).
+                    B::AccAxpy => {
+                        if self.is_active(&args[1]) {
+                            let c = self.emit(out, "d", call(B::Dot, &[gz.clone(), args[2].clone()], Type::Real));
+                            self.add(out, &args[1], Adj::R(c))?;
+                        }
+                        if self.is_active(&args[2]) {
+                            let acc = self.acc(out, &args[2])?;
+                            let ty = args[2].ty.clone();
+                            let v = self.emit(out, "d", call(B::AccAxpy, &[acc, args[1].clone(), gz.clone()], ty));
+                            self.set_acc(&args[2], v);
+                        }
+                    }
+                    // tapeSet' T i v overwrites element i: v gets its adjoint, T the rest.
+                    _ => {
+                        if args[2].ty != Type::Real {
+                            return self.err("a gradient through a tape of tuples");
+                        }
+                        let c = self.emit(out, "d", index(&gz, &args[1]));
+                        if self.is_active(&args[2]) {
+                            self.add(out, &args[2], Adj::R(c.clone()))?;
+                        }
+                        let minus = self.emit(out, "d", mk(ExprKind::Neg(c), Type::Real));
+                        let gz2 =
+                            self.emit(out, "d", call(B::AccAdd, &[gz, args[1].clone(), minus], args[0].ty.clone()));
+                        return self.add(out, &args[0], Adj::A(gz2));
+                    }
+                }
+                self.add(out, &args[0], Adj::A(gz))
+            }
+            B::Fold | B::Iterate | B::RevIterate => self.rev_fold(out, z, g),
             _ => self.err(format!("a gradient through `{}`", b.name())),
         }
     }
@@ -889,7 +1101,8 @@ impl Ad<'_, '_> {
         init.extend(extras);
         let init = tuple(init);
         let sty = init.ty.clone();
-        let fin = self.emit(out, "r", call(Builtin::Iterate, &[n.clone(), body, init], sty));
+        let it = if allocates(&body) { Builtin::Iterate } else { Builtin::RevIterate };
+        let fin = self.emit(out, "r", call(it, &[n.clone(), body, init], sty));
         for (j, c) in carried.iter().enumerate() {
             let v = self.emit(out, "d", proj(&fin, 1 + j));
             if let Some(a) = self.decompose(out, &v, true)? {
@@ -964,8 +1177,24 @@ impl Ad<'_, '_> {
             None => args[0].clone(),
         };
         let bty = b.ty.clone();
+        // The tape holds the carry's scalar skeleton: the components that hold no arrays (an
+        // array in the carry is never taped — values in the tape are scalars, which keeps loop
+        // compaction sound — and the reverse must not read one).
+        let comps: Vec<(Type, bool)> = match &bty {
+            Type::Tuple(ts) if holds_array(&bty) => ts.iter().map(|t| (t.clone(), holds_array(t))).collect(),
+            t => vec![(t.clone(), holds_array(t))],
+        };
+        let whole = !matches!(&bty, Type::Tuple(_)) || !holds_array(&bty);
+        let scalars: Vec<Type> = comps.iter().filter(|(_, h)| !h).map(|(t, _)| t.clone()).collect();
+        let sk_ty = if whole {
+            bty.clone()
+        } else if scalars.len() == 1 {
+            scalars[0].clone()
+        } else {
+            Type::tuple(scalars.clone())
+        };
         let tape_id = self.t.fresh();
-        let tape_ty = Type::array(bty.clone());
+        let tape_ty = Type::array(sk_ty.clone());
         let tape = var(tape_id, &"tape".into(), &tape_ty);
         let mut refs: Vec<&E> = vec![&lamf];
         if let Some(xs) = &xs {
@@ -973,14 +1202,40 @@ impl Ad<'_, '_> {
         }
         let carried = self.captures(&refs);
         let acc_active = self.active.contains(&b.id);
+        let mut holes: Vec<LocalId> = Vec::new();
         let body_rev = self.loop_lambda(&n, true, &carried, std::slice::from_ref(&bty), &mut |ad, bo, i, extras| {
             let (ps, bb, res) = ad.fresh_lam(&lamf, arity)?;
             let mut binds = Vec::new();
-            let aid = ad.t.fresh();
-            // Not part of the series: the reverse must not consume the carry's adjoint at it.
-            bo.push(Bind { id: aid, name: "a".into(), ty: bty.clone(), rhs: index(&tape, i) });
-            let a = var(aid, &"a".into(), &bty);
-            ad.tys.insert(aid, ("a".into(), bty.clone()));
+            // The carry's primal, rebuilt from the tape (not part of the series: the reverse must
+            // not consume the carry's adjoint at it).
+            let mut parts: Vec<E> = Vec::new();
+            let a = if whole && !holds_array(&bty) {
+                ad.emit(bo, "a", index(&tape, i))
+            } else if whole {
+                let h = ad.emit(bo, "hole", placeholder(&bty));
+                holes.push(local(&h).unwrap());
+                h
+            } else {
+                let sk = ad.emit(bo, "a", index(&tape, i));
+                let mut k = 0;
+                for (t, h) in &comps {
+                    let c = if *h {
+                        let c = ad.emit(bo, "hole", placeholder(t));
+                        holes.push(local(&c).unwrap());
+                        c
+                    } else {
+                        let c = if scalars.len() == 1 { sk.clone() } else { ad.emit(bo, "a", proj(&sk, k)) };
+                        k += 1;
+                        c
+                    };
+                    if acc_active && !t.is_discrete() {
+                        ad.active.insert(local(&c).unwrap());
+                    }
+                    parts.push(c);
+                }
+                ad.emit(bo, "a", tuple(parts.clone()))
+            };
+            let aid = local(&a).unwrap();
             if acc_active {
                 ad.active.insert(aid);
             }
@@ -993,17 +1248,27 @@ impl Ad<'_, '_> {
                 ad.bind_pat(&mut binds, &ps[1], x)?;
             }
             binds.extend(bb);
+            if !parts.is_empty() {
+                forward_projections(&mut binds, aid, &parts);
+            }
             ad.forward(bo, &binds)?;
             let seed = ad.decompose(bo, &extras[0], true)?;
             ad.seed_and_reverse(bo, &binds, &res, seed)?;
-            let ga = ad.adj.remove(&aid);
+            let mut ga = ad.adj.remove(&aid);
+            if !parts.is_empty() {
+                let cs: Vec<Option<Adj>> = parts.iter().map(|c| ad.adj.remove(&local(c).unwrap())).collect();
+                ga = Some(match ga {
+                    None => Adj::T(cs),
+                    Some(g) => ad.merge(bo, g, Adj::T(cs))?,
+                });
+            }
             Ok(vec![ad.materialize(bo, ga, &bty, &a)?])
         })?;
         let mut fv = FxHashSet::default();
         free_locals(&body_rev, &mut fv);
         let taped = fv.contains(&tape_id);
-        if taped && holds_array(&bty) {
-            return self.err("a gradient through a loop whose carried value holds arrays and is read by its reverse");
+        if holes.iter().any(|h| fv.contains(h)) {
+            return self.err("a gradient through a loop whose reverse reads an array it carries");
         }
         if taped {
             // iterate n (λ(k, tape, acc). (k + 1, tapeSet' tape k acc, f acc xs.[k])) (0, tape' n, z)
@@ -1015,7 +1280,19 @@ impl Ad<'_, '_> {
             let k = self.emit(&mut bo, "k", proj(&s, 0));
             let tp = self.emit(&mut bo, "tp", proj(&s, 1));
             let acc = self.emit(&mut bo, "acc", proj(&s, 2));
-            let tp2 = self.emit(&mut bo, "tp", call(Builtin::TapeSet, &[tp, k.clone(), acc.clone()], tape_ty.clone()));
+            let skel = if whole {
+                acc.clone()
+            } else {
+                let xs: Vec<E> =
+                    comps.iter().enumerate().filter(|(_, (_, h))| !h).map(|(j, _)| proj(&acc, j)).collect();
+                if xs.len() == 1 {
+                    xs[0].clone()
+                } else {
+                    tuple(xs)
+                }
+            };
+            let skel = self.emit(&mut bo, "sk", skel);
+            let tp2 = self.emit(&mut bo, "tp", call(Builtin::TapeSet, &[tp, k.clone(), skel], tape_ty.clone()));
             let (ps, bb, res) = self.fresh_lam(&lamf, arity)?;
             let mut binds = Vec::new();
             self.bind_pat(&mut binds, &ps[0], acc)?;
@@ -1028,13 +1305,14 @@ impl Ad<'_, '_> {
             let next = tuple(vec![bin(BinOp::Add, &k, &int(1), Type::Int), tp2, res]);
             let step = lam(sid, &"s".into(), &sty, lets(bo, next));
             let init = tuple(vec![int(0), t0, z0.clone()]);
-            let fin = self.emit(out, "s", call(Builtin::Iterate, &[n.clone(), step, init], sty));
+            let it = if allocates(&step) { Builtin::Iterate } else { Builtin::RevIterate };
+            let fin = self.emit(out, "s", call(it, &[n.clone(), step, init], sty));
             out.push(Bind { id: tape_id, name: "tape".into(), ty: tape_ty, rhs: proj(&fin, 1) });
             out.push(Bind { id: b.id, name: b.name.clone(), ty: bty.clone(), rhs: proj(&fin, 2) });
         } else {
             out.push(b.clone());
         }
-        self.tys.insert(tape_id, ("tape".into(), Type::array(bty)));
+        self.tys.insert(tape_id, ("tape".into(), tape_ty_of(&sk_ty)));
         self.loops.insert(b.id, LoopRev { body: body_rev, carried, n, init: z0.clone() });
         Ok(())
     }
@@ -1101,6 +1379,90 @@ impl Ad<'_, '_> {
             }
         }
         Ok(())
+    }
+}
+
+/// Might evaluating `e` allocate arena memory (arrays, closures, bags…)? A loop whose body does
+/// not is compiled without compaction (`iterate'`).
+fn allocates(e: &E) -> bool {
+    // The loop's own λ is the body; a λ inside it would be a closure value.
+    let inner = match &e.kind {
+        ExprKind::Lam(_, b) => b,
+        _ => e,
+    };
+    let mut found = false;
+    fn go(e: &E, found: &mut bool) {
+        if *found {
+            return;
+        }
+        match &e.kind {
+            ExprKind::Lam(..) | ExprKind::Array(_) | ExprKind::Bag(_) | ExprKind::Map(_) => *found = true,
+            ExprKind::Var(_, VarRef::Builtin(b)) => *found = builtin_allocates(*b),
+            _ => frontend::lin::for_each_child(e, &mut |c| go(c, found)),
+        }
+    }
+    go(inner, &mut found);
+    found
+}
+
+fn builtin_allocates(b: Builtin) -> bool {
+    use Builtin as B;
+    !matches!(
+        b,
+        B::Sin
+            | B::Cos
+            | B::Tan
+            | B::Exp
+            | B::Log
+            | B::Sqrt
+            | B::Tanh
+            | B::Sigmoid
+            | B::Abs
+            | B::Neg
+            | B::Max
+            | B::Min
+            | B::ToReal
+            | B::Len
+            | B::Sum
+            | B::Dot
+            | B::AccAdd
+            | B::AccAddAll
+            | B::AccAxpy
+            | B::TapeSet
+    )
+}
+
+fn tape_ty_of(t: &Type) -> Type {
+    Type::array(t.clone())
+}
+
+/// A value of type `t` that is never read (the array parts of a carry the tape does not hold).
+fn placeholder(t: &Type) -> E {
+    match t {
+        Type::Array(_) => call(Builtin::TapeNew, &[int(0)], t.clone()),
+        Type::Tuple(ts) => tuple(ts.iter().map(placeholder).collect()),
+        Type::Real => real(0.0),
+        Type::Int => int(0),
+        Type::Bool => mk(ExprKind::Lit(Lit::Bool(false)), Type::Bool),
+        _ => mk(ExprKind::Lit(Lit::Unit), Type::Unit),
+    }
+}
+
+/// Rewrites projections of the tuple `a` (and of copies of it) in `binds` to its known
+/// components `parts`, so a reverse that reads one component does not read the others.
+fn forward_projections(binds: &mut [Bind], a: LocalId, parts: &[E]) {
+    let mut known: FxHashSet<LocalId> = FxHashSet::default();
+    known.insert(a);
+    for b in binds.iter_mut() {
+        match &strip(&b.rhs).kind {
+            ExprKind::Var(_, VarRef::Local(y)) if known.contains(y) => {
+                known.insert(b.id);
+            }
+            ExprKind::Proj(t, j) if local(t).is_some_and(|y| known.contains(&y)) => {
+                b.rhs = parts[*j].clone();
+            }
+            _ => {}
+        }
     }
 }
 

@@ -109,6 +109,21 @@ impl Lowerer<'_> {
             B::Dot => self.dot(&result, w(0)?, w(1)?, site)?,
             B::Iterate => self.iterate(&result, w(0)?, args[1].clone(), args[2].clone(), site)?,
             B::While => self.while_(&result, args[0].clone(), args[1].clone(), args[2].clone(), site)?,
+            B::RevIterate => {
+                // Not compacted: the transform uses it only for bodies that allocate nothing.
+                let n = w(0)?;
+                let zero = self.b().iconst(0);
+                let negative = self.b().icmp(Cmp::Lt, n, zero);
+                self.fail_if(negative, TrapCode::IterateNegative, site, n, zero);
+                let init = self.materialize(&args[2])?;
+                let (f, t) = (args[1].clone(), result.clone());
+                let out = self.counted_loop(n, init, &mut |l, _, acc| {
+                    let v = Self::from_slice(&t, &acc)?;
+                    let r = l.apply(f.clone(), vec![(v, site)])?;
+                    l.materialize(&r)
+                })?;
+                Self::from_slice(&result, &out)?
+            }
             B::IntGroup | B::RealGroup | B::BagGroup | B::EmptyBag | B::EmptyMap => self.builtin_value(b, ty)?,
             B::MapGroup => LVal::Word(self.group_record(GroupKind::Map, &[w(0)?])),
             B::PairGroup => LVal::Word(self.group_record(GroupKind::Pair, &[w(0)?, w(1)?])),

@@ -203,7 +203,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
             }
             dot(&a, &c, result_type(ty), span)?
         }
-        B::Iterate => {
+        B::Iterate | B::RevIterate => {
             let n = int(&args[0], span)?;
             if n < 0 {
                 return Err(Diagnostic::error(span, format!("iterate: negative count {n}")));

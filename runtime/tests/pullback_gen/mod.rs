@@ -61,6 +61,27 @@ pub fn eval(src: &str) -> Result<runtime::value::Value, String> {
     runtime::interp::run(&mono).map_err(|d| d.to_string())
 }
 
+/// `main` of `src`, evaluated by the compiled engine; an error when the engine fell back to the
+/// interpreter (its note).
+#[allow(dead_code)]
+pub fn eval_compiled(src: &str) -> Result<runtime::value::Value, String> {
+    let (_, mono) = runtime::prepare(src, "main").map_err(|d| format!("{}: {d}", d.span.lo))?;
+    let r = runtime::engine::run(&mono).map_err(|d| d.to_string())?;
+    match r.note {
+        Some(n) => Err(format!("not compiled: {n}")),
+        None => Ok(r.value),
+    }
+}
+
+/// Do two gradients agree within 1e-9 relative (NaN matching NaN)?
+#[allow(dead_code)]
+pub fn close(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1e-300)
+        })
+}
+
 /// The reals of a value, in order (NaN for anything else, so a comparison fails).
 pub fn reals(v: &runtime::value::Value) -> Vec<f64> {
     use runtime::value::Value;

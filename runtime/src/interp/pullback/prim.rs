@@ -401,60 +401,17 @@ impl Sym {
                 if *b == B::ToReal {
                     return Some(vec![None]);
                 }
+                // One rule table (adjoint::rules) for the reducer and the compiled transform.
                 let x = r(ps.first()?)?;
-                match b {
-                    B::Sin => vec![Some(x.cos())],
-                    B::Cos => vec![Some(-x.sin())],
-                    B::Tan => vec![Some(1.0 / (x.cos() * x.cos()))],
-                    B::Exp => vec![Some(x.exp())],
-                    B::Log => vec![Some(1.0 / x)],
-                    B::Sqrt => vec![Some(0.5 / x.sqrt())],
-                    B::Tanh => vec![Some(1.0 - x.tanh() * x.tanh())],
-                    B::Sigmoid => {
-                        let s = 1.0 / (1.0 + (-x).exp());
-                        vec![Some(s * (1.0 - s))]
-                    }
-                    // abs′(0) = 0.
-                    B::Abs => vec![Some(if x > 0.0 {
-                        1.0
-                    } else if x < 0.0 {
-                        -1.0
-                    } else {
-                        0.0
-                    })],
-                    B::Neg => vec![Some(-1.0)],
-                    // Reductions 4, 5 (J of a primitive of F): floor, round are constant between kinks; 0 at them too.
-                    B::Floor | B::Round => vec![Some(0.0)],
-                    // A tie goes to the first argument, as `max` itself does.
-                    B::Max => {
-                        let y = r(ps.get(1)?)?;
-                        if y > x {
-                            vec![Some(0.0), Some(1.0)]
-                        } else {
-                            vec![Some(1.0), Some(0.0)]
-                        }
-                    }
-                    B::Min => {
-                        let y = r(ps.get(1)?)?;
-                        if y < x {
-                            vec![Some(0.0), Some(1.0)]
-                        } else {
-                            vec![Some(1.0), Some(0.0)]
-                        }
-                    }
-                    _ => return None,
-                }
+                let xs = match b {
+                    B::Max | B::Min => vec![x, r(ps.get(1)?)?],
+                    _ => vec![x],
+                };
+                adjoint::rules::partials(adjoint::rules::Prim::Builtin(*b), &xs)?.into_iter().map(Some).collect()
             }
             Sym::Op(op, _) => {
                 let (x, y) = (r(ps.first()?)?, r(ps.get(1)?)?);
-                match op {
-                    BinOp::Add => vec![Some(1.0), Some(1.0)],
-                    BinOp::Sub => vec![Some(1.0), Some(-1.0)],
-                    BinOp::Mul => vec![Some(y), Some(x)],
-                    BinOp::Div => vec![Some(1.0 / y), Some(-x / (y * y))],
-                    BinOp::Pow => vec![Some(y * x.powf(y - 1.0)), Some(x.powf(y) * x.ln())],
-                    _ => return None,
-                }
+                adjoint::rules::partials(adjoint::rules::Prim::Op(*op), &[x, y])?.into_iter().map(Some).collect()
             }
             _ => return None,
         })
@@ -481,22 +438,12 @@ impl Sym {
             Sym::Prim(b, ty) => {
                 let (x, dx) = (ps[0].clone(), ts[0].clone());
                 match b {
-                    B::Sin => bin(BinOp::Mul, call(B::Cos, x), dx),
-                    B::Cos => bin(BinOp::Mul, neg(call(B::Sin, x)), dx),
-                    B::Tan => bin(BinOp::Div, dx, bin(BinOp::Mul, call(B::Cos, x.clone()), call(B::Cos, x))),
-                    B::Exp => bin(BinOp::Mul, call(B::Exp, x), dx),
-                    B::Log => bin(BinOp::Div, dx, x),
-                    B::Sqrt => bin(BinOp::Div, dx, bin(BinOp::Mul, rl(2.0), call(B::Sqrt, x))),
-                    B::Tanh => bin(
-                        BinOp::Mul,
-                        bin(BinOp::Sub, rl(1.0), bin(BinOp::Mul, call(B::Tanh, x.clone()), call(B::Tanh, x))),
-                        dx,
-                    ),
-                    B::Sigmoid => bin(
-                        BinOp::Mul,
-                        bin(BinOp::Mul, call(B::Sigmoid, x.clone()), bin(BinOp::Sub, rl(1.0), call(B::Sigmoid, x))),
-                        dx,
-                    ),
+                    // The smooth unary primitives: (J f · dx) x = f′(x) · dx, f′ from the shared
+                    // rule table (adjoint::rules; rule 15).
+                    B::Sin | B::Cos | B::Tan | B::Exp | B::Log | B::Sqrt | B::Tanh | B::Sigmoid => {
+                        let d = adjoint::rules::partial_terms(adjoint::rules::Prim::Builtin(*b), &[x])?;
+                        bin(BinOp::Mul, d[0].clone(), dx)
+                    }
                     B::Abs => {
                         cond(gt(x.clone(), rl(0.0)), dx.clone(), cond(lt(x, rl(0.0)), neg(dx), zero(&Type::Real)))
                     }
