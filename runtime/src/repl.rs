@@ -593,12 +593,12 @@ mod tests {
             let (out, _, _) = drive(&mut repl, &["def f x = iterate 100000000 (fun y -> y + x) 0"]);
             assert_eq!(out, "f : Num 'a => 'a -> 'a\n");
             INTERRUPT.store(true, Ordering::Relaxed);
-            // `derive` runs on the interpreter: it stops at its first closure call.
-            let (out, err, _) = drive(&mut repl, &["(derive f) 1 (gchange intGroup 2)"]);
+            // A `dual` map runs on the interpreter (not compiled yet): it stops at its first closure call.
+            let (out, err, _) = drive(&mut repl, &["dual (fun v -> v * 2.0) (star (toReal (f 1)))"]);
             INTERRUPT.store(false, Ordering::Relaxed);
             assert_eq!(out, "");
             assert!(err.starts_with("error: interrupted\n  --> <repl>:1:1\n"), "{err}");
-            assert!(err.contains("1 | (derive f) 1 (gchange intGroup 2)"), "{err}");
+            assert!(err.contains("1 | dual (fun v -> v * 2.0) (star (toReal (f 1)))"), "{err}");
             let (out, err, _) = drive(&mut repl, &["f 2"]);
             assert_eq!((out.as_str(), err.as_str()), ("200000000\n", ""));
         });
