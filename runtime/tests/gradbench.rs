@@ -287,7 +287,7 @@ fn kmeans_direction_is_centroid_minus_mean() {
     check_eval("kmeans", vec![("cost", input.clone(), json!(cost)), ("dir", input, dir)]);
 }
 
-/// The GMM objective of EVALS.md, directly (log Γ from Γ(a + 1) = a·Γ(a)).
+/// The GMM objective of GradBench's eval definitions, directly (log Γ from Γ(a + 1) = a·Γ(a)).
 #[allow(clippy::too_many_arguments)]
 fn gmm_objective(
     x: &[Vec<f64>],
