@@ -529,3 +529,26 @@ fn the_oracle_matches_closed_forms() {
     let sv = 1.0 / (1.0 + (-0.7f64).exp());
     assert!(close(s.c, sv * (1.0 - sv)) && close(s.d, sv * (1.0 - sv) * (1.0 - 2.0 * sv)));
 }
+
+/// A primitive whose point holds a symbolic zero (an inner gradient of a constant function): its
+/// other argument's partial still counts (`max x 0` at x > 0 takes `x`; `x ^ (2 + 0)`).
+#[test]
+fn primitives_at_a_symbolically_zero_argument() {
+    let cases = [
+        ("grad (fun (x : Real) -> max x (grad (fun (y : Real) -> 3.0) x)) 1.5", "1.0"),
+        ("grad (fun (x : Real) -> min x (grad (fun (y : Real) -> 3.0) x)) (-1.5)", "1.0"),
+        ("grad (fun (x : Real) -> max (grad (fun (y : Real) -> 3.0) x) x) (-1.5)", "0.0"),
+        ("grad (fun (x : Real) -> x * exp (grad (fun (y : Real) -> 3.0) x)) 2.5", "1.0"),
+        ("grad (fun (x : Real) -> x / (1.0 + grad (fun (y : Real) -> 3.0) x)) 2.5", "1.0"),
+    ];
+    let failures: Vec<String> = frontend::with_big_stack(move || {
+        cases
+            .iter()
+            .filter_map(|(main, want)| {
+                let got = run(&format!("def main = {main}\n")).map(|v| v.to_string());
+                (got.as_deref() != Ok(*want)).then(|| format!("{main}: {got:?}, expected {want}"))
+            })
+            .collect()
+    });
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
