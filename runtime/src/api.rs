@@ -60,8 +60,8 @@ use crate::native::{CallCtx, DEFAULT_ARENA_LIMIT};
 use crate::value::Value;
 
 mod function;
-pub use function::{Backend, Function};
 pub use crate::driver::{Incremental, Step};
+pub use function::{Backend, Function};
 
 /// Stack compiled code may use below the caller of [`Compiled::call`]: closures nested deeper (only
 /// closures that build closures at run time nest without a bound) are the error "evaluation nested
