@@ -36,7 +36,7 @@ use rustc_hash::FxHashMap;
 
 use crate::engine::{to_value, Layout, Machine};
 use crate::native::{self, Bag as NBag, CallCtx, Map as NMap, DEFAULT_ARENA_LIMIT};
-use crate::value::{Change, Group, Value};
+use crate::value::{Change, Group, Key, Value};
 
 /// Stack compiled derivatives may use below the caller.
 pub const DRIVER_STACK_BUDGET: usize = 8 << 20;
@@ -52,6 +52,34 @@ pub enum Step {
     Recomputed,
 }
 
+/// How much the driver's state holds ([`Incremental::state_size`]): what compaction bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StateSize {
+    /// Bytes of the state arena in use (arrays, records; replaced values until compaction).
+    pub arena_bytes: usize,
+    /// Bags and maps the state owns (live ones, and dropped ones until compaction).
+    pub collections: usize,
+    /// Entries of those bags and maps in all.
+    pub entries: usize,
+}
+
+/// The state is compacted once it holds more than twice what was live after the last
+/// compaction, plus these allowances (so small states are never copied).
+const COMPACT_MIN_BYTES: usize = 1 << 20;
+const COMPACT_MIN_COLLECTIONS: usize = 1024;
+
+/// The last output change: marshalled, or the words compiled code made for it, alive in the
+/// scratch context they were made in until that context runs the next call.
+enum LastChange {
+    None,
+    Value(Value),
+    /// In `scratch[ctx]`.
+    Words {
+        ctx: usize,
+        words: Vec<Word>,
+    },
+}
+
 /// A compiled incremental view of `f : A -> B` (see the module comment).
 pub struct Incremental {
     machine: Machine,
@@ -59,7 +87,10 @@ pub struct Incremental {
     _globals: Box<CallCtx>,
     closure: [Word; 2],
     state: Box<CallCtx>,
-    scratch: Box<CallCtx>,
+    /// Two scratch contexts: calls run in `scratch[work]`; the other one keeps the words of the
+    /// last output change, so it is marshalled only if asked for.
+    scratch: [Box<CallCtx>; 2],
+    work: usize,
     input_layout: Layout,
     output_layout: Layout,
     /// Layouts of `Delta A` and `Delta B`.
@@ -69,7 +100,9 @@ pub struct Incremental {
     output_ty: Type,
     input: Vec<Word>,
     output: Vec<Word>,
-    last_change: Option<Value>,
+    last_change: LastChange,
+    /// The state's size after the last compaction.
+    live: StateSize,
     derivative: Derivative,
     args: Vec<Word>,
     rets: Vec<Word>,
@@ -124,13 +157,14 @@ impl Incremental {
         let n_rets = Layout::of(&Type::delta(&output_ty)).words();
         let mut state = CallCtx::new(DEFAULT_ARENA_LIMIT);
         let mut words = Vec::new();
-        put(&mut state, &input_layout, input, &mut words).map_err(|m| Diagnostic::error(span, m))?;
+        put(&mut state, &input_layout, input, &mut words, true).map_err(|m| Diagnostic::error(span, m))?;
         let mut d = Incremental {
             machine,
             _globals: globals,
             closure,
             state,
-            scratch: CallCtx::new(DEFAULT_ARENA_LIMIT),
+            scratch: [CallCtx::new(DEFAULT_ARENA_LIMIT), CallCtx::new(DEFAULT_ARENA_LIMIT)],
+            work: 0,
             input_layout,
             output_layout: output_layout.clone(),
             dinput_layout: dlayout,
@@ -139,14 +173,22 @@ impl Incremental {
             output_ty,
             input: words,
             output: Vec::new(),
-            last_change: None,
+            last_change: LastChange::None,
+            live: StateSize { arena_bytes: 0, collections: 0, entries: 0 },
             derivative,
             args: vec![Word(0); n_args],
             rets: vec![Word(0); n_rets],
             counts: [0; 3],
         };
         d.recompute_output()?;
+        d.live = d.state_size();
         Ok(d)
+    }
+
+    /// What the state holds now (input, output, and garbage not yet compacted).
+    pub fn state_size(&self) -> StateSize {
+        let (collections, entries) = self.state.collections();
+        StateSize { arena_bytes: self.state.arena_used(), collections, entries }
     }
 
     pub fn input_type(&self) -> &Type {
@@ -176,16 +218,35 @@ impl Incremental {
         unsafe { to_value(&self.output_layout, &mut self.output.iter().copied()) }
     }
 
-    /// The output change of the last successful update (`None` before the first).
-    pub fn last_change(&self) -> Option<&Value> {
-        self.last_change.as_ref()
+    /// The output change of the last successful update (`None` before the first), marshalled
+    /// on demand (an update does not pay for it).
+    pub fn last_change(&self) -> Option<Value> {
+        match &self.last_change {
+            LastChange::None => None,
+            LastChange::Value(v) => Some(v.clone()),
+            // SAFETY: the words were made in `scratch[ctx]`, which has run no call since (calls
+            // run in the other context), and refer to no state collection (`keep_change`).
+            LastChange::Words { words, .. } => {
+                Some(unsafe { to_value(&self.doutput_layout, &mut words.iter().copied()) })
+            }
+        }
     }
 
     /// Applies one input change: all or nothing.
     pub fn update(&mut self, dinput: &Value) -> Result<Step, Diagnostic> {
-        let r = self.update_inner(dinput);
-        self.scratch.reset();
-        r
+        self.update_inner(dinput)
+    }
+
+    /// Empties the working scratch context for the next call.
+    fn begin(&mut self) {
+        self.scratch[self.work].reset();
+    }
+
+    /// The last change as a value (before its words could be freed or changed).
+    fn materialize_change(&mut self) {
+        if matches!(self.last_change, LastChange::Words { .. }) {
+            self.last_change = self.last_change().map_or(LastChange::None, LastChange::Value);
+        }
     }
 
     /// Applies changes in order, all or nothing: if one fails, the state is as before the batch
@@ -193,22 +254,23 @@ impl Incremental {
     pub fn update_batch(&mut self, changes: &[Value]) -> Result<(), (usize, Diagnostic)> {
         let saved_input = self.input();
         let saved_output = self.output();
-        let saved_change = self.last_change.clone();
+        self.materialize_change();
+        let saved_change = self.last_change();
         for (i, dv) in changes.iter().enumerate() {
             if let Err(d) = self.update(dv) {
                 // Restore: the saved values are copied back into the state.
                 let span = d.span;
                 let restore = |s: &mut Self| -> Result<(), String> {
                     let mut words = Vec::new();
-                    put(&mut s.state, &s.input_layout, &saved_input, &mut words)?;
+                    put(&mut s.state, &s.input_layout, &saved_input, &mut words, true)?;
                     s.input = words;
                     let mut words = Vec::new();
-                    put(&mut s.state, &s.output_layout, &saved_output, &mut words)?;
+                    put(&mut s.state, &s.output_layout, &saved_output, &mut words, true)?;
                     s.output = words;
                     Ok(())
                 };
                 restore(self).map_err(|m| (i, Diagnostic::error(span, m)))?;
-                self.last_change = saved_change;
+                self.last_change = saved_change.map_or(LastChange::None, LastChange::Value);
                 return Err((i, d));
             }
         }
@@ -217,10 +279,10 @@ impl Incremental {
 
     /// `f input` computed again from scratch by compiled code (for checking).
     pub fn recompute(&mut self) -> Result<Value, Diagnostic> {
+        self.begin();
         let words = self.call(3, None)?;
         // SAFETY: a `replace` of the output made just now in the scratch context.
         let v = unsafe { replaced_value(&self.output_layout, &words) };
-        self.scratch.reset();
         Ok(v)
     }
 
@@ -229,11 +291,11 @@ impl Incremental {
         if user_group_change(dinput) {
             return self.update_by_value(dinput);
         }
+        self.begin();
         let mut dwords = Vec::new();
-        let dlayout = std::mem::replace(&mut self.dinput_layout, Layout::Unit);
-        let r = put(&mut self.scratch, &dlayout, dinput, &mut dwords);
-        self.dinput_layout = dlayout;
-        r.map_err(|m| Diagnostic::error(span, m))?;
+        let w = self.work;
+        put(&mut self.scratch[w], &self.dinput_layout, dinput, &mut dwords, false)
+            .map_err(|m| Diagnostic::error(span, m))?;
         // A change that replaces the whole input: recomputation gives exactly f's value there.
         let (dout, step) = if all_replace(dinput) {
             (self.call(2, Some(&dwords))?, Step::Recomputed)
@@ -242,30 +304,33 @@ impl Incremental {
                 Ok(w) => (w, Step::Fast),
                 Err(_) if self.needs_base() => {
                     // Start the total derivative afresh (the change is made again in scratch).
-                    self.scratch.reset();
+                    self.begin();
                     dwords.clear();
-                    let dlayout = std::mem::replace(&mut self.dinput_layout, Layout::Unit);
-                    let r = put(&mut self.scratch, &dlayout, dinput, &mut dwords);
-                    self.dinput_layout = dlayout;
-                    r.map_err(|m| Diagnostic::error(span, m))?;
+                    put(&mut self.scratch[w], &self.dinput_layout, dinput, &mut dwords, false)
+                        .map_err(|m| Diagnostic::error(span, m))?;
                     (self.call(1, Some(&dwords))?, Step::Total)
                 }
                 Err(e) => return Err(e),
             }
         };
-        // Marshal the output change before the commit (it lives in scratch).
+        // The output change stays in this scratch context (the next call runs in the other one)
+        // unless it refers to a state collection the commit is about to change: then it is
+        // marshalled now.
         // SAFETY: made by compiled code in the scratch context, not reset since.
-        let change = unsafe { to_value(&self.doutput_layout, &mut dout.iter().copied()) };
+        self.last_change = if unsafe { refers_to_state(&self.doutput_layout, &dout) } {
+            LastChange::Value(unsafe { to_value(&self.doutput_layout, &mut dout.iter().copied()) })
+        } else {
+            LastChange::Words { ctx: w, words: dout.clone() }
+        };
+        self.work = 1 - w;
         // Commit: cannot fail.
         let mut input = std::mem::take(&mut self.input);
         commit(&mut self.state, &self.input_layout, &mut input, &dwords);
         self.input = input;
-        self.last_change = Some(change);
         let mut step = step;
         // SAFETY: `dout` was made by compiled code in the scratch context, alive until its reset.
         if unsafe { user_group_in(&self.output_layout, &dout) } {
             // Applying a change in a user's group runs user code: recompute instead.
-            self.scratch.reset();
             self.recompute_output()?;
             step = Step::Recomputed;
         } else {
@@ -275,13 +340,41 @@ impl Incremental {
         }
         if !finite_reals(&self.output_layout, &self.output) {
             // A Real that stopped being finite is recomputed, not updated (NaN never recovers).
-            self.scratch.reset();
             self.recompute_output()?;
-            self.last_change = Some(replace_value(&self.output(), &self.output_layout));
+            self.last_change = LastChange::Value(replace_value(&self.output(), &self.output_layout));
             step = Step::Recomputed;
         }
         self.counts[step as usize] += 1;
+        self.compact_if_due();
         Ok(step)
+    }
+
+    /// Copies input and output into a fresh state context once the state holds more than twice
+    /// what was live after the last compaction (plus an allowance): the garbage of replaced
+    /// values, of collections whose key left a map, and of emptied tables is dropped. Amortised,
+    /// the cost is proportional to the garbage made.
+    fn compact_if_due(&mut self) {
+        let now = self.state_size();
+        let due = now.collections > 2 * self.live.collections + COMPACT_MIN_COLLECTIONS
+            || now.arena_bytes > 2 * self.live.arena_bytes + COMPACT_MIN_BYTES;
+        if due {
+            self.compact();
+        }
+    }
+
+    /// Copies input and output into a fresh state context and drops the old one (the public
+    /// entry is for tests and for callers that know the state just shrank).
+    pub fn compact(&mut self) {
+        // The last change may refer to the old state's arrays.
+        self.materialize_change();
+        let mut fresh = CallCtx::new(self.state.arena_limit());
+        // SAFETY: input and output are live words of their layouts in the state context.
+        unsafe {
+            self.input = copy_into(&mut fresh, &self.input_layout, &self.input);
+            self.output = copy_into(&mut fresh, &self.output_layout, &self.output);
+        }
+        self.state = fresh;
+        self.live = self.state_size();
     }
 
     /// A change in a user's group (interpreter closures compiled code cannot call): the new
@@ -293,24 +386,25 @@ impl Incremental {
         let mut it = crate::interp::Interp::new(&empty);
         let new_input = it.oplus(&self.input(), dinput, &self.input_ty, span)?;
         let mut words = Vec::new();
-        put(&mut self.state, &self.input_layout, &new_input, &mut words).map_err(|m| Diagnostic::error(span, m))?;
+        put(&mut self.state, &self.input_layout, &new_input, &mut words, true)
+            .map_err(|m| Diagnostic::error(span, m))?;
         let old_input = std::mem::replace(&mut self.input, words);
         let old_output = self.output();
         if let Err(e) = self.recompute_output() {
             self.input = old_input;
-            self.scratch.reset();
             return Err(e);
         }
         let new_output = self.output();
         let _ = old_output;
-        self.last_change = Some(replace_value(&new_output, &self.output_layout));
+        self.last_change = LastChange::Value(replace_value(&new_output, &self.output_layout));
         self.counts[Step::Recomputed as usize] += 1;
+        self.compact_if_due();
         Ok(Step::Recomputed)
     }
 
     /// Did the last call trap because the fast derivative needs a base value it does not keep?
     fn needs_base(&self) -> bool {
-        self.scratch.failure().is_some_and(|e| e.status == anf::ir::TrapCode::NeedsBase.code())
+        self.scratch[self.work].failure().is_some_and(|e| e.status == anf::ir::TrapCode::NeedsBase.code())
     }
 
     fn machine_span(&self) -> Span {
@@ -319,11 +413,15 @@ impl Incremental {
 
     /// output := f input, by compiled code (mode 3), copied into the state.
     fn recompute_output(&mut self) -> Result<(), Diagnostic> {
+        // The working context may hold the last change's words: keep them as a value.
+        if matches!(self.last_change, LastChange::Words { ctx, .. } if ctx == self.work) {
+            self.materialize_change();
+        }
+        self.begin();
         let words = self.call(3, None)?;
         let mut out = vec![Word(0); self.output_layout.words()];
         commit(&mut self.state, &self.output_layout, &mut out, &words);
         self.output = out;
-        self.scratch.reset();
         Ok(())
     }
 
@@ -339,17 +437,18 @@ impl Incremental {
             None => self.args.extend(std::iter::repeat_n(Word(0), dwords)),
         }
         self.args.push(Word::from_i64(mode));
-        self.scratch.limit_stack(self.machine.stack_budget());
+        let scratch = &mut self.scratch[self.work];
+        scratch.limit_stack(self.machine.stack_budget());
         let entry = self
             .machine
             .apply_entry()
             .ok_or_else(|| Diagnostic::error(Span::SYNTHETIC, "internal: the driver has no entry"))?;
         // SAFETY: the scratch context is live; the arguments follow `ir::layout` (the input's
         // words live in the state context, which outlives the call).
-        let r = unsafe { entry.call_into(self.scratch.header(), &self.args, &mut self.rets) };
+        let r = unsafe { entry.call_into(scratch.header(), &self.args, &mut self.rets) };
         match r {
             Ok(()) => Ok(self.rets.clone()),
-            Err(e) => Err(self.machine.call_error(&self.scratch, e)),
+            Err(e) => Err(self.machine.call_error(scratch, e)),
         }
     }
 }
@@ -515,8 +614,9 @@ fn delta_layout(l: &Layout) -> Layout {
 
 // ---- Values into a context ---------------------------------------------------------------------
 
-/// The words of `v` (of layout `l`) made in `ctx` (bags persistent when `ctx` is the state).
-fn put(ctx: &mut CallCtx, l: &Layout, v: &Value, out: &mut Vec<Word>) -> Result<(), String> {
+/// The words of `v` (of layout `l`) made in `ctx`; its bags and maps are marked persistent when
+/// `ctx` is the state.
+fn put(ctx: &mut CallCtx, l: &Layout, v: &Value, out: &mut Vec<Word>, persistent: bool) -> Result<(), String> {
     match (l, v) {
         (Layout::Int, Value::Int(n)) => out.push(Word::from_i64(*n)),
         (Layout::Real, Value::Real(x)) => out.push(Word::from_f64(*x)),
@@ -524,13 +624,13 @@ fn put(ctx: &mut CallCtx, l: &Layout, v: &Value, out: &mut Vec<Word>) -> Result<
         (Layout::Unit, _) => {}
         (Layout::Tuple(ls), Value::Tuple(vs)) if ls.len() == vs.len() => {
             for (l, v) in ls.iter().zip(vs.iter()) {
-                put(ctx, l, v, out)?;
+                put(ctx, l, v, out, persistent)?;
             }
         }
         (Layout::Array(e), Value::Array(xs)) => {
             let mut words = Vec::new();
             for x in xs.iter() {
-                put(ctx, e, x, &mut words)?;
+                put(ctx, e, x, &mut words, persistent)?;
             }
             let w = ctx.array_from_words(e.words().max(1), &words).map_err(|e| e.to_string())?;
             if e.words() == 0 {
@@ -542,42 +642,71 @@ fn put(ctx: &mut CallCtx, l: &Layout, v: &Value, out: &mut Vec<Word>) -> Result<
             }
         }
         (Layout::Bag(e), Value::Bag(b)) => {
-            let mut bag = NBag::new(e.words());
+            let p = ctx.fresh_bag(e.words());
+            // SAFETY: a bag the context owns, alive until its reset; no one else holds it yet.
+            let bag = unsafe { &mut *p };
+            let mut kw = Vec::with_capacity(e.words());
             for (k, m) in &b.entries {
-                let mut kw = Vec::new();
-                put(ctx, e, &k.to_value(), &mut kw)?;
-                bag.insert(&kw.iter().map(|w| w.0).collect::<Vec<_>>(), *m).map_err(|e| e.to_string())?;
+                kw.clear();
+                put_key(e, k, &mut kw)?;
+                bag.insert(&kw, *m).map_err(|e| e.to_string())?;
             }
-            bag.set_persistent();
-            out.push(Word::from_ptr(ctx.new_bag(bag)));
+            if persistent {
+                bag.set_persistent();
+            }
+            out.push(Word::from_ptr(p));
         }
         (Layout::Map(kl, vl), Value::Map(m)) => {
-            let mut map = NMap::new(kl.words(), vl.words());
+            let p = ctx.fresh_map(kl.words(), vl.words());
+            let (mut kw, mut vw) = (Vec::with_capacity(kl.words()), Vec::with_capacity(vl.words()));
             for (k, x) in &m.entries {
-                let (mut kw, mut vw) = (Vec::new(), Vec::new());
-                put(ctx, kl, &k.to_value(), &mut kw)?;
-                put(ctx, vl, x, &mut vw)?;
-                map.set(&raw(&kw), &raw(&vw)).map_err(|e| e.to_string())?;
+                kw.clear();
+                vw.clear();
+                put_key(kl, k, &mut kw)?;
+                put(ctx, vl, x, &mut vw, persistent)?;
+                // SAFETY: as for bags (`put` of the value made other collections, not this one).
+                unsafe { &mut *p }.set(&kw, &raw(&vw)).map_err(|e| e.to_string())?;
             }
-            out.push(Word::from_ptr(ctx.new_map(map)));
+            if persistent {
+                // SAFETY: as above.
+                unsafe { &mut *p }.set_persistent();
+            }
+            out.push(Word::from_ptr(p));
         }
         (Layout::Group(t), Value::Group(g)) => out.push(put_group(ctx, t, g)?),
         (Layout::Delta(t), Value::Change(c)) => match &**c {
             Change::Replace(x) => {
-                let mut words = Vec::new();
-                put(ctx, t, x, &mut words)?;
+                let mut words = Vec::with_capacity(t.words());
+                put(ctx, t, x, &mut words, persistent)?;
                 out.push(Word::from_i64(0));
                 out.push(ctx.record(&words).map_err(|e| e.to_string())?);
             }
             Change::GChange(g, d) => {
-                let mut words = vec![put_group(ctx, t, g)?];
-                put(ctx, t, d, &mut words)?;
+                let mut words = Vec::with_capacity(1 + t.words());
+                words.push(put_group(ctx, t, g)?);
+                put(ctx, t, d, &mut words, persistent)?;
                 out.push(Word::from_i64(1));
                 out.push(ctx.record(&words).map_err(|e| e.to_string())?);
             }
         },
         (Layout::Fun, _) => return Err("the compiled driver does not take functions as data".into()),
         (l, v) => return Err(format!("internal: value {v} does not have layout {l:?}")),
+    }
+    Ok(())
+}
+
+/// The words of key `k` (of layout `l`: `Int`, `Bool`, `Unit` and tuples of them).
+fn put_key(l: &Layout, k: &Key, out: &mut Vec<u64>) -> Result<(), String> {
+    match (l, k) {
+        (Layout::Int, Key::Int(n)) => out.push(*n as u64),
+        (Layout::Bool, Key::Bool(b)) => out.push(Word::from_bool(*b).0),
+        (Layout::Unit, _) => {}
+        (Layout::Tuple(ls), Key::Tuple(ks)) if ls.len() == ks.len() => {
+            for (l, k) in ls.iter().zip(ks.iter()) {
+                put_key(l, k, out)?;
+            }
+        }
+        (l, k) => return Err(format!("internal: key {} does not have layout {l:?}", k.to_value())),
     }
     Ok(())
 }
@@ -631,15 +760,25 @@ fn commit_at(state: &mut CallCtx, l: &Layout, slot: &mut [Word], si: &mut usize,
     unsafe {
         let p = payload.as_ptr::<u64>();
         if kind == 0 {
-            let words: Vec<Word> = (0..n).map(|j| Word(*p.add(j))).collect();
-            let copied = copy_into(state, l, &words);
+            let copied = copy_into(state, l, as_words(std::slice::from_raw_parts(p, n)));
             target.copy_from_slice(&copied);
             return;
         }
         let g = Word(*p);
-        let d: Vec<Word> = (0..n).map(|j| Word(*p.add(1 + j))).collect();
-        group_apply(state, l, g, target, &d);
+        let d = as_words(std::slice::from_raw_parts(p.add(1), n));
+        group_apply(state, l, g, target, d);
     }
+}
+
+/// Raw words as `Word`s (the same representation).
+fn as_words(ws: &[u64]) -> &[Word] {
+    // SAFETY: `Word` is `repr(transparent)` over `u64`.
+    unsafe { std::slice::from_raw_parts(ws.as_ptr() as *const Word, ws.len()) }
+}
+
+fn as_words_mut(ws: &mut [u64]) -> &mut [Word] {
+    // SAFETY: as for `as_words`.
+    unsafe { std::slice::from_raw_parts_mut(ws.as_mut_ptr() as *mut Word, ws.len()) }
 }
 
 /// `slot := slot ·g d` in place (builtin groups), or by a copy of the result.
@@ -661,21 +800,20 @@ unsafe fn group_apply(state: &mut CallCtx, l: &Layout, g: Word, slot: &mut [Word
             let inner = Word(*gp.add(1));
             let dst = &mut *slot[0].as_ptr::<NMap>();
             let src = native::map_ref(d[0]);
-            for (k, v) in src.sorted_entries() {
-                let dv: Vec<Word> = v.iter().map(|w| Word(*w)).collect();
-                match dst.get(k).map(|x| x.to_vec()) {
+            // Keys in any order: each key's update is independent (builtin groups commute).
+            for (k, v) in src.entries() {
+                let dv = as_words(v);
+                match dst.get_mut(k) {
                     Some(cur) => {
-                        let mut cur: Vec<Word> = cur.into_iter().map(Word).collect();
-                        group_apply(state, vl, inner, &mut cur, &dv);
-                        if is_zero(vl, inner, &cur) {
+                        let cur = as_words_mut(cur);
+                        group_apply(state, vl, inner, cur, dv);
+                        if is_zero(vl, inner, cur) {
                             dst.remove(k);
-                        } else {
-                            let _ = dst.set(k, &raw(&cur));
                         }
                     }
                     None => {
-                        if !is_zero(vl, inner, &dv) {
-                            let copied = copy_into(state, vl, &dv);
+                        if !is_zero(vl, inner, dv) {
+                            let copied = copy_into(state, vl, dv);
                             let _ = dst.set(k, &raw(&copied));
                         }
                     }
@@ -691,6 +829,68 @@ unsafe fn group_apply(state: &mut CallCtx, l: &Layout, g: Word, slot: &mut [Word
         }
         // A user's group: `update` recomputes instead (`user_group_in`), never gets here.
         _ => {}
+    }
+}
+
+/// Does a change (words of layout `Delta l`, componentwise on tuples) refer to a bag or map of
+/// the driver's state, which the commit updates in place?
+///
+/// # Safety
+/// `change` must be live change words for that layout.
+unsafe fn refers_to_state(l: &Layout, change: &[Word]) -> bool {
+    unsafe fn value(l: &Layout, ws: &[Word], i: &mut usize) -> bool {
+        match l {
+            Layout::Tuple(ts) => {
+                let mut any = false;
+                for t in ts {
+                    any |= value(t, ws, i);
+                }
+                any
+            }
+            Layout::Array(e) => {
+                let w = ws[*i];
+                *i += 1;
+                let n = e.words();
+                if n == 0 || !holds_collections(e) {
+                    return false;
+                }
+                let (len, elems) = native::read_array(w, n);
+                let mut j = 0;
+                (0..len).any(|_| value(e, &elems, &mut j))
+            }
+            Layout::Bag(_) => {
+                let b = native::bag_ref(ws[*i]);
+                *i += 1;
+                b.is_persistent()
+            }
+            Layout::Map(_, vl) => {
+                let m = native::map_ref(ws[*i]);
+                *i += 1;
+                m.is_persistent() || (holds_collections(vl) && m.entries().any(|(_, v)| value(vl, as_words(v), &mut 0)))
+            }
+            Layout::Delta(t) => {
+                let (kind, p) = (ws[*i].as_i64(), ws[*i + 1].as_ptr::<u64>());
+                *i += 2;
+                let n = t.words();
+                let skip = usize::from(kind != 0);
+                value(t, as_words(std::slice::from_raw_parts(p.add(skip), n)), &mut 0)
+            }
+            l => {
+                *i += l.words();
+                false
+            }
+        }
+    }
+    value(l, change, &mut 0)
+}
+
+/// Does a value of layout `l` contain bags or maps?
+fn holds_collections(l: &Layout) -> bool {
+    match l {
+        Layout::Bag(_) | Layout::Map(..) => true,
+        Layout::Tuple(ts) => ts.iter().any(holds_collections),
+        Layout::Array(e) | Layout::Delta(e) => holds_collections(e),
+        _ => false,
     }
 }
 
@@ -773,8 +973,11 @@ unsafe fn copy_at(state: &mut CallCtx, l: &Layout, words: &[Word], i: &mut usize
             out.push(arr);
         }
         Layout::Bag(_) => {
-            let mut b = native::bag_ref(words[*i]).clone();
+            let src = native::bag_ref(words[*i]);
             *i += 1;
+            // Entry by entry (not a table clone): the copy's table fits its entries.
+            let mut b = NBag::new(src.key_words());
+            let _ = b.add_scaled(src, 1);
             b.set_persistent();
             out.push(Word::from_ptr(state.new_bag(b)));
         }
@@ -782,11 +985,11 @@ unsafe fn copy_at(state: &mut CallCtx, l: &Layout, words: &[Word], i: &mut usize
             let src = native::map_ref(words[*i]);
             *i += 1;
             let mut m = NMap::new(kl.words(), vl.words());
-            for (k, v) in src.sorted_entries() {
-                let vw: Vec<Word> = v.iter().map(|w| Word(*w)).collect();
-                let copied = copy_into(state, vl, &vw);
+            for (k, v) in src.entries() {
+                let copied = copy_into(state, vl, as_words(v));
                 let _ = m.set(k, &raw(&copied));
             }
+            m.set_persistent();
             out.push(Word::from_ptr(state.new_map(m)));
         }
         l => {

@@ -173,14 +173,13 @@ impl CallCtx {
     /// Frees everything compiled code allocated and clears the error, ready for the next call.
     pub fn reset(&mut self) {
         // Spares are taken from the end: push this call's bags last-made first.
-        let mut bags = std::mem::take(&mut self.bags);
-        let keep = MAX_SPARE_BAGS.saturating_sub(self.spare_bags.len()).min(bags.len());
-        bags.truncate(keep);
-        self.spare_bags.extend(bags.into_iter().rev());
-        let mut maps = std::mem::take(&mut self.maps);
-        let keep = MAX_SPARE_BAGS.saturating_sub(self.spare_maps.len()).min(maps.len());
-        maps.truncate(keep);
-        self.spare_maps.extend(maps.into_iter().rev());
+        // (Drained, not taken: the lists keep their capacity, so a call pushes without growing them.)
+        let keep = MAX_SPARE_BAGS.saturating_sub(self.spare_bags.len()).min(self.bags.len());
+        self.bags.truncate(keep);
+        self.spare_bags.extend(self.bags.drain(..).rev());
+        let keep = MAX_SPARE_BAGS.saturating_sub(self.spare_maps.len()).min(self.maps.len());
+        self.maps.truncate(keep);
+        self.spare_maps.extend(self.maps.drain(..).rev());
         self.error = None;
         self.header.status = 0;
         // A call that failed while copying into the side arena left the cursor there.
@@ -241,7 +240,8 @@ impl CallCtx {
         self.compact_min = bytes;
     }
 
-    fn arena_limit(&self) -> usize {
+    /// The bound on the arena.
+    pub fn arena_limit(&self) -> usize {
         self.arena.limit()
     }
 
@@ -253,6 +253,18 @@ impl CallCtx {
     /// Total bytes the arena holds from the system.
     pub fn arena_reserved(&self) -> usize {
         self.arena.reserved()
+    }
+
+    /// Bytes allocated in the arena since the last reset (what compiled code and copies made).
+    pub fn arena_used(&self) -> usize {
+        self.arena.used_since(&self.header, 0)
+    }
+
+    /// The bags and maps the context owns, and their entries in all.
+    pub fn collections(&self) -> (usize, usize) {
+        let entries =
+            self.bags.iter().map(|b| b.len()).sum::<usize>() + self.maps.iter().map(|m| m.len()).sum::<usize>();
+        (self.bags.len() + self.maps.len(), entries)
     }
 
     /// Takes ownership of a bag and returns the pointer compiled code uses for it.
