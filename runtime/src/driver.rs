@@ -63,8 +63,8 @@ pub struct StateSize {
     pub entries: usize,
 }
 
-/// The state is compacted once it holds more than twice what was live after the last
-/// compaction, plus these allowances (so small states are never copied).
+/// The state is compacted once its garbage (values replaced, collections dropped from maps)
+/// exceeds what is live, plus these allowances (so small states are never copied).
 const COMPACT_MIN_BYTES: usize = 1 << 20;
 const COMPACT_MIN_COLLECTIONS: usize = 1024;
 
@@ -101,8 +101,8 @@ pub struct Incremental {
     input: Vec<Word>,
     output: Vec<Word>,
     last_change: LastChange,
-    /// The state's size after the last compaction.
-    live: StateSize,
+    /// What commits made unreachable in the state since the last compaction.
+    garbage: Garbage,
     derivative: Derivative,
     args: Vec<Word>,
     rets: Vec<Word>,
@@ -174,14 +174,14 @@ impl Incremental {
             input: words,
             output: Vec::new(),
             last_change: LastChange::None,
-            live: StateSize { arena_bytes: 0, collections: 0, entries: 0 },
+            garbage: Garbage::default(),
             derivative,
             args: vec![Word(0); n_args],
             rets: vec![Word(0); n_rets],
             counts: [0; 3],
         };
         d.recompute_output()?;
-        d.live = d.state_size();
+        d.garbage = Garbage::default();
         Ok(d)
     }
 
@@ -261,6 +261,11 @@ impl Incremental {
                 // Restore: the saved values are copied back into the state.
                 let span = d.span;
                 let restore = |s: &mut Self| -> Result<(), String> {
+                    // SAFETY: the current input and output are live in the state.
+                    unsafe {
+                        census(&s.input_layout, &s.input, &mut s.garbage);
+                        census(&s.output_layout, &s.output, &mut s.garbage);
+                    }
                     let mut words = Vec::new();
                     put(&mut s.state, &s.input_layout, &saved_input, &mut words, true)?;
                     s.input = words;
@@ -280,10 +285,12 @@ impl Incremental {
     /// `f input` computed again from scratch by compiled code (for checking).
     pub fn recompute(&mut self) -> Result<Value, Diagnostic> {
         self.begin();
-        let words = self.call(3, None)?;
+        let r = self.call(3, None);
         // SAFETY: a `replace` of the output made just now in the scratch context.
-        let v = unsafe { replaced_value(&self.output_layout, &words) };
-        Ok(v)
+        let v = r.map(|words| unsafe { replaced_value(&self.output_layout, &words) });
+        // Recomputation's tables are the size of the input: updates should not reuse them.
+        self.scratch[self.work].reset_and_drop_spares();
+        v
     }
 
     fn update_inner(&mut self, dinput: &Value) -> Result<Step, Diagnostic> {
@@ -325,7 +332,7 @@ impl Incremental {
         self.work = 1 - w;
         // Commit: cannot fail.
         let mut input = std::mem::take(&mut self.input);
-        commit(&mut self.state, &self.input_layout, &mut input, &dwords);
+        commit(&mut self.state, &self.input_layout, &mut input, &dwords, &mut self.garbage);
         self.input = input;
         let mut step = step;
         // SAFETY: `dout` was made by compiled code in the scratch context, alive until its reset.
@@ -335,8 +342,13 @@ impl Incremental {
             step = Step::Recomputed;
         } else {
             let mut output = std::mem::take(&mut self.output);
-            commit(&mut self.state, &self.output_layout, &mut output, &dout);
+            commit(&mut self.state, &self.output_layout, &mut output, &dout, &mut self.garbage);
             self.output = output;
+        }
+        if step == Step::Recomputed && matches!(self.last_change, LastChange::Words { .. }) {
+            // Recomputation's tables are the size of the input: updates should not reuse them.
+            self.materialize_change();
+            self.scratch[w].reset_and_drop_spares();
         }
         if !finite_reals(&self.output_layout, &self.output) {
             // A Real that stopped being finite is recomputed, not updated (NaN never recovers).
@@ -354,10 +366,10 @@ impl Incremental {
     /// values, of collections whose key left a map, and of emptied tables is dropped. Amortised,
     /// the cost is proportional to the garbage made.
     fn compact_if_due(&mut self) {
-        let now = self.state_size();
-        let due = now.collections > 2 * self.live.collections + COMPACT_MIN_COLLECTIONS
-            || now.arena_bytes > 2 * self.live.arena_bytes + COMPACT_MIN_BYTES;
-        if due {
+        let g = self.garbage;
+        let live_collections = self.state.collection_count().saturating_sub(g.collections);
+        let live_bytes = self.state.arena_used().saturating_sub(g.bytes);
+        if g.collections > live_collections + COMPACT_MIN_COLLECTIONS || g.bytes > live_bytes + COMPACT_MIN_BYTES {
             self.compact();
         }
     }
@@ -374,7 +386,7 @@ impl Incremental {
             self.output = copy_into(&mut fresh, &self.output_layout, &self.output);
         }
         self.state = fresh;
-        self.live = self.state_size();
+        self.garbage = Garbage::default();
     }
 
     /// A change in a user's group (interpreter closures compiled code cannot call): the new
@@ -389,6 +401,8 @@ impl Incremental {
         put(&mut self.state, &self.input_layout, &new_input, &mut words, true)
             .map_err(|m| Diagnostic::error(span, m))?;
         let old_input = std::mem::replace(&mut self.input, words);
+        // SAFETY: the old input's words are live in the state.
+        unsafe { census(&self.input_layout, &old_input, &mut self.garbage) };
         let old_output = self.output();
         if let Err(e) = self.recompute_output() {
             self.input = old_input;
@@ -418,11 +432,19 @@ impl Incremental {
             self.materialize_change();
         }
         self.begin();
-        let words = self.call(3, None)?;
-        let mut out = vec![Word(0); self.output_layout.words()];
-        commit(&mut self.state, &self.output_layout, &mut out, &words);
-        self.output = out;
-        Ok(())
+        let r = self.call(3, None);
+        if let Ok(words) = &r {
+            let mut out = vec![Word(0); self.output_layout.words()];
+            commit(&mut self.state, &self.output_layout, &mut out, words, &mut self.garbage);
+            // SAFETY: the old output's words are live in the state.
+            if !self.output.is_empty() || self.output_layout.words() == 0 {
+                unsafe { census(&self.output_layout, &self.output, &mut self.garbage) };
+            }
+            self.output = out;
+        }
+        // As in `recompute`.
+        self.scratch[self.work].reset_and_drop_spares();
+        r.map(|_| ())
     }
 
     /// Runs `step input dinput mode` in the scratch context; the result's words.
@@ -737,16 +759,31 @@ fn raw(ws: &[Word]) -> Vec<u64> {
 // ---- The commit ----------------------------------------------------------------------------------
 
 /// `slot := slot ⊕ change` in the state context, in place where the group is builtin; never fails.
-fn commit(state: &mut CallCtx, l: &Layout, slot: &mut [Word], change: &[Word]) {
-    let mut si = 0;
-    let mut ci = 0;
-    commit_at(state, l, slot, &mut si, change, &mut ci);
+/// What a commit made unreachable in the state (counted, reclaimed by compaction).
+#[derive(Clone, Copy, Debug, Default)]
+struct Garbage {
+    collections: usize,
+    bytes: usize,
 }
 
-fn commit_at(state: &mut CallCtx, l: &Layout, slot: &mut [Word], si: &mut usize, change: &[Word], ci: &mut usize) {
+fn commit(state: &mut CallCtx, l: &Layout, slot: &mut [Word], change: &[Word], garbage: &mut Garbage) {
+    let mut si = 0;
+    let mut ci = 0;
+    commit_at(state, l, slot, &mut si, change, &mut ci, garbage);
+}
+
+fn commit_at(
+    state: &mut CallCtx,
+    l: &Layout,
+    slot: &mut [Word],
+    si: &mut usize,
+    change: &[Word],
+    ci: &mut usize,
+    garbage: &mut Garbage,
+) {
     if let Layout::Tuple(ts) = l {
         for t in ts {
-            commit_at(state, t, slot, si, change, ci);
+            commit_at(state, t, slot, si, change, ci, garbage);
         }
         return;
     }
@@ -761,12 +798,16 @@ fn commit_at(state: &mut CallCtx, l: &Layout, slot: &mut [Word], si: &mut usize,
         let p = payload.as_ptr::<u64>();
         if kind == 0 {
             let copied = copy_into(state, l, as_words(std::slice::from_raw_parts(p, n)));
+            // (The first output has no old value: its slot is zeroed words.)
+            if target.iter().any(|w| w.0 != 0) {
+                census(l, target, garbage);
+            }
             target.copy_from_slice(&copied);
             return;
         }
         let g = Word(*p);
         let d = as_words(std::slice::from_raw_parts(p.add(1), n));
-        group_apply(state, l, g, target, d);
+        group_apply(state, l, g, target, d, garbage);
     }
 }
 
@@ -785,7 +826,7 @@ fn as_words_mut(ws: &mut [u64]) -> &mut [Word] {
 ///
 /// # Safety
 /// `g` a live group record and `d` live words of layout `l`.
-unsafe fn group_apply(state: &mut CallCtx, l: &Layout, g: Word, slot: &mut [Word], d: &[Word]) {
+unsafe fn group_apply(state: &mut CallCtx, l: &Layout, g: Word, slot: &mut [Word], d: &[Word], garbage: &mut Garbage) {
     let gp = g.as_ptr::<u64>();
     match (*gp, l) {
         (0, _) => slot[0] = Word::from_i64(slot[0].as_i64().wrapping_add(d[0].as_i64())),
@@ -806,8 +847,9 @@ unsafe fn group_apply(state: &mut CallCtx, l: &Layout, g: Word, slot: &mut [Word
                 match dst.get_mut(k) {
                     Some(cur) => {
                         let cur = as_words_mut(cur);
-                        group_apply(state, vl, inner, cur, dv);
+                        group_apply(state, vl, inner, cur, dv, garbage);
                         if is_zero(vl, inner, cur) {
+                            census(vl, cur, garbage);
                             dst.remove(k);
                         }
                     }
@@ -824,8 +866,8 @@ unsafe fn group_apply(state: &mut CallCtx, l: &Layout, g: Word, slot: &mut [Word
             let (g1, g2) = (Word(*gp.add(1)), Word(*gp.add(2)));
             let n1 = ts[0].words();
             let (a, b) = slot.split_at_mut(n1);
-            group_apply(state, &ts[0], g1, a, &d[..n1]);
-            group_apply(state, &ts[1], g2, b, &d[n1..]);
+            group_apply(state, &ts[0], g1, a, &d[..n1], garbage);
+            group_apply(state, &ts[1], g2, b, &d[n1..], garbage);
         }
         // A user's group: `update` recomputes instead (`user_group_in`), never gets here.
         _ => {}
@@ -882,6 +924,53 @@ unsafe fn refers_to_state(l: &Layout, change: &[Word]) -> bool {
         }
     }
     value(l, change, &mut 0)
+}
+
+/// Adds the collections and arena bytes of a state value (words of layout `l`) to `g`.
+///
+/// # Safety
+/// `words` must be live words of layout `l`.
+unsafe fn census(l: &Layout, words: &[Word], g: &mut Garbage) {
+    unsafe fn go(l: &Layout, ws: &[Word], i: &mut usize, g: &mut Garbage) {
+        match l {
+            Layout::Tuple(ts) => ts.iter().for_each(|t| go(t, ws, i, g)),
+            Layout::Array(e) => {
+                let w = ws[*i];
+                *i += 1;
+                let n = e.words();
+                let (len, elems) = native::read_array(w, n);
+                g.bytes += 8 * (1 + len * n);
+                if holds_collections(e) || has_arrays(e) {
+                    let mut j = 0;
+                    (0..len).for_each(|_| go(e, &elems, &mut j, g));
+                }
+            }
+            Layout::Bag(_) => {
+                *i += 1;
+                g.collections += 1;
+            }
+            Layout::Map(_, vl) => {
+                let m = native::map_ref(ws[*i]);
+                *i += 1;
+                g.collections += 1;
+                if holds_collections(vl) || has_arrays(vl) {
+                    m.entries().for_each(|(_, v)| go(vl, as_words(v), &mut 0, g));
+                }
+            }
+            l => *i += l.words(),
+        }
+    }
+    go(l, words, &mut 0, g)
+}
+
+/// Does a value of layout `l` contain arrays?
+fn has_arrays(l: &Layout) -> bool {
+    match l {
+        Layout::Array(_) => true,
+        Layout::Tuple(ts) => ts.iter().any(has_arrays),
+        Layout::Map(_, v) | Layout::Delta(v) => has_arrays(v),
+        _ => false,
+    }
 }
 
 /// Does a value of layout `l` contain bags or maps?

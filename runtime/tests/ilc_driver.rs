@@ -102,9 +102,10 @@ fn the_state_does_not_grow_under_a_long_stream_of_changes() {
     assert_eq!(d.input().to_string(), "map{0 -> bag{1, 2, 3}}");
     assert_eq!(d.output().to_string(), "map{1 -> 1, 2 -> 1, 3 -> 1}");
     assert_eq!(d.output().to_string(), d.recompute().expect("recomputes").to_string());
-    // 6 000 documents came and went; the state stayed within the compaction bound.
-    assert!(most.collections <= 2 * start.collections + 1024 + 2, "{most:?} from {start:?}");
-    assert!(most.entries <= 2 * start.entries + 2 * 1024 + 8, "{most:?} from {start:?}");
+    // 6 000 documents came and went (6 000 dropped bags without compaction); the state stayed
+    // within the compaction bound: garbage at most what is live plus 1 024 collections.
+    assert!(most.collections < start.collections + 1040, "{most:?} from {start:?}");
+    assert!(most.entries < start.entries + 2 * 1040, "{most:?} from {start:?}");
     d.compact();
     assert_eq!(d.state_size(), start, "after compaction the state is what it was");
     assert_eq!(d.last_change().map(|c| c.to_string()).as_deref(), Some("gchange map{7 -> -1, 49 -> -1}"));
@@ -124,7 +125,8 @@ fn replaced_values_are_reclaimed() {
     }
     assert_eq!(d.output().to_string(), (0..1000i64).map(|i| i + 999).sum::<i64>().to_string());
     // About 8 KB per replaced array, 8 MB in all without compaction.
-    assert!(most <= 2 * start.arena_bytes + (1 << 20) + 16 * 1024, "{most} bytes from {start:?}");
+    // Compaction keeps garbage within what is live plus 1 MiB (and the ends of arena chunks).
+    assert!(most <= 2 * start.arena_bytes + (1 << 20) + 64 * 1024, "{most} bytes from {start:?}");
 }
 
 #[test]

@@ -543,7 +543,11 @@ impl Map {
             r[..kw].copy_from_slice(k);
             r[kw..].copy_from_slice(v);
         };
-        if kw <= INLINE && self.len() > 1 {
+        if self.len() <= 1 {
+            for (r, (k, v)) in out.chunks_exact_mut(rec).zip(self.entries()) {
+                write(r, k, v);
+            }
+        } else if kw <= INLINE {
             // Keys of up to two words sort by radix, as bags' do; the payload is the value's address.
             let es = &mut scratch.records;
             es.clear();

@@ -188,6 +188,15 @@ impl CallCtx {
         self.arena.reset(&mut self.header);
     }
 
+    /// Resets and also forgets the emptied bags and maps kept for the next call: after a call
+    /// whose collections were much bigger than the next ones will be (emptying a big table
+    /// costs time proportional to its capacity).
+    pub fn reset_and_drop_spares(&mut self) {
+        self.reset();
+        self.spare_bags.clear();
+        self.spare_maps.clear();
+    }
+
     /// Allocates `bytes` of arena memory (8-aligned), or reports out of memory.
     pub fn alloc(&mut self, bytes: i64) -> Result<*mut u8, NativeError> {
         let too_big = || NativeError::new(TrapCode::OutOfMemory.code(), TrapCode::OutOfMemory.message(bytes, 0));
@@ -258,6 +267,11 @@ impl CallCtx {
     /// Bytes allocated in the arena since the last reset (what compiled code and copies made).
     pub fn arena_used(&self) -> usize {
         self.arena.used_since(&self.header, 0)
+    }
+
+    /// The number of bags and maps the context owns.
+    pub fn collection_count(&self) -> usize {
+        self.bags.len() + self.maps.len()
     }
 
     /// The bags and maps the context owns, and their entries in all.
