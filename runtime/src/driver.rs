@@ -68,6 +68,11 @@ pub struct StateSize {
 const COMPACT_MIN_BYTES: usize = 1 << 20;
 const COMPACT_MIN_COLLECTIONS: usize = 1024;
 
+/// Scratch tables with room for more entries than this are not reused by the next update.
+const SMALL_TABLE: usize = 1024;
+/// At most this many emptied scratch tables are kept for the next update.
+const SPARE_TABLES: usize = 256;
+
 /// The last output change: marshalled, or the words compiled code made for it, alive in the
 /// scratch context they were made in until that context runs the next call.
 enum LastChange {
@@ -237,9 +242,10 @@ impl Incremental {
         self.update_inner(dinput)
     }
 
-    /// Empties the working scratch context for the next call.
+    /// Empties the working scratch context for the next call. Updates are small: the tables of
+    /// a big one (a batch of documents, say) are not kept for the next.
     fn begin(&mut self) {
-        self.scratch[self.work].reset();
+        self.scratch[self.work].reset_keeping_small(SMALL_TABLE, SPARE_TABLES);
     }
 
     /// The last change as a value (before its words could be freed or changed).

@@ -196,6 +196,11 @@ impl Bag {
         self.len() == 0
     }
 
+    /// Entries the bag's tables have room for.
+    pub fn capacity(&self) -> usize {
+        self.short.capacity() + self.wide.capacity()
+    }
+
     /// The multiplicity of `key` (0 when absent).
     pub fn count(&self, key: &[u64]) -> i64 {
         if key.len() != self.key_words {
@@ -589,6 +594,11 @@ impl Map {
         self.entries.is_empty()
     }
 
+    /// Entries the map's table has room for.
+    pub fn capacity(&self) -> usize {
+        self.entries.capacity()
+    }
+
     /// The value at `key`.
     pub fn get(&self, key: &[u64]) -> Option<&[u64]> {
         self.entries.get(key).map(|v| v.as_slice())
@@ -602,10 +612,11 @@ impl Map {
         if value.len() != self.value_words {
             return Err(CollectionError::WidthMismatch { expected: self.value_words, found: value.len() });
         }
-        match self.entries.get_mut(key) {
-            Some(v) => v.as_mut_slice().copy_from_slice(value),
-            None => {
-                self.entries.insert(Words::new(key), Words::new(value));
+        // One hash and probe (keys of up to two words are inline, so making one is cheap).
+        match self.entries.entry(Words::new(key)) {
+            std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().as_mut_slice().copy_from_slice(value),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(Words::new(value));
             }
         }
         Ok(())

@@ -188,6 +188,22 @@ impl CallCtx {
         self.arena.reset(&mut self.header);
     }
 
+    /// Resets, keeping for the next call only the last `count` emptied bags and maps, and only
+    /// those whose tables have room for at most `capacity` entries (a stream of small calls
+    /// after a big one should not empty big tables each time: that costs time proportional to
+    /// their capacity).
+    pub fn reset_keeping_small(&mut self, capacity: usize, count: usize) {
+        self.bags.retain(|b| b.capacity() <= capacity);
+        self.maps.retain(|m| m.capacity() <= capacity);
+        self.reset();
+        if let Some(extra) = self.spare_bags.len().checked_sub(count) {
+            self.spare_bags.drain(..extra);
+        }
+        if let Some(extra) = self.spare_maps.len().checked_sub(count) {
+            self.spare_maps.drain(..extra);
+        }
+    }
+
     /// Resets and also forgets the emptied bags and maps kept for the next call: after a call
     /// whose collections were much bigger than the next ones will be (emptying a big table
     /// costs time proportional to its capacity).
