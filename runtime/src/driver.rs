@@ -69,7 +69,7 @@ const COMPACT_MIN_BYTES: usize = 1 << 20;
 const COMPACT_MIN_COLLECTIONS: usize = 1024;
 
 /// Scratch tables with room for more entries than this are not reused by the next update.
-const SMALL_TABLE: usize = 1024;
+const SMALL_TABLE: usize = 64;
 /// At most this many emptied scratch tables are kept for the next update.
 const SPARE_TABLES: usize = 256;
 
