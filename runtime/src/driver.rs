@@ -686,14 +686,17 @@ fn put(ctx: &mut CallCtx, l: &Layout, v: &Value, out: &mut Vec<Word>, persistent
         }
         (Layout::Map(kl, vl), Value::Map(m)) => {
             let p = ctx.fresh_map(kl.words(), vl.words());
-            let (mut kw, mut vw) = (Vec::with_capacity(kl.words()), Vec::with_capacity(vl.words()));
+            let mut kw = Vec::with_capacity(kl.words());
+            // The value's words are made at the end of `out`, then taken off again.
+            let start = out.len();
             for (k, x) in &m.entries {
                 kw.clear();
-                vw.clear();
                 put_key(kl, k, &mut kw)?;
-                put(ctx, vl, x, &mut vw, persistent)?;
+                put(ctx, vl, x, out, persistent)?;
                 // SAFETY: as for bags (`put` of the value made other collections, not this one).
-                unsafe { &mut *p }.set(&kw, &raw(&vw)).map_err(|e| e.to_string())?;
+                let r = unsafe { &mut *p }.set(&kw, raw(&out[start..]));
+                out.truncate(start);
+                r.map_err(|e| e.to_string())?;
             }
             if persistent {
                 // SAFETY: as above.
@@ -703,18 +706,23 @@ fn put(ctx: &mut CallCtx, l: &Layout, v: &Value, out: &mut Vec<Word>, persistent
         }
         (Layout::Group(t), Value::Group(g)) => out.push(put_group(ctx, t, g)?),
         (Layout::Delta(t), Value::Change(c)) => match &**c {
+            // The payload's words are made at the end of `out`, copied into a record, taken off.
             Change::Replace(x) => {
-                let mut words = Vec::with_capacity(t.words());
-                put(ctx, t, x, &mut words, persistent)?;
+                let start = out.len();
+                put(ctx, t, x, out, persistent)?;
+                let r = ctx.record(&out[start..]).map_err(|e| e.to_string());
+                out.truncate(start);
                 out.push(Word::from_i64(0));
-                out.push(ctx.record(&words).map_err(|e| e.to_string())?);
+                out.push(r?);
             }
             Change::GChange(g, d) => {
-                let mut words = Vec::with_capacity(1 + t.words());
-                words.push(put_group(ctx, t, g)?);
-                put(ctx, t, d, &mut words, persistent)?;
+                let start = out.len();
+                out.push(put_group(ctx, t, g)?);
+                put(ctx, t, d, out, persistent)?;
+                let r = ctx.record(&out[start..]).map_err(|e| e.to_string());
+                out.truncate(start);
                 out.push(Word::from_i64(1));
-                out.push(ctx.record(&words).map_err(|e| e.to_string())?);
+                out.push(r?);
             }
         },
         (Layout::Fun, _) => return Err("the compiled driver does not take functions as data".into()),
@@ -740,13 +748,13 @@ fn put_key(l: &Layout, k: &Key, out: &mut Vec<u64>) -> Result<(), String> {
 }
 
 fn put_group(ctx: &mut CallCtx, t: &Layout, g: &Group) -> Result<Word, String> {
-    let words = match (g, t) {
-        (Group::Int, _) => vec![Word::from_i64(0)],
-        (Group::Real, _) => vec![Word::from_i64(1)],
-        (Group::Bag, _) => vec![Word::from_i64(2)],
-        (Group::Map(inner), Layout::Map(_, v)) => vec![Word::from_i64(3), put_group(ctx, v, inner)?],
+    let (words, n) = match (g, t) {
+        (Group::Int, _) => ([Word::from_i64(0), Word(0), Word(0)], 1),
+        (Group::Real, _) => ([Word::from_i64(1), Word(0), Word(0)], 1),
+        (Group::Bag, _) => ([Word::from_i64(2), Word(0), Word(0)], 1),
+        (Group::Map(inner), Layout::Map(_, v)) => ([Word::from_i64(3), put_group(ctx, v, inner)?, Word(0)], 2),
         (Group::Pair(a, b), Layout::Tuple(ts)) if ts.len() == 2 => {
-            vec![Word::from_i64(4), put_group(ctx, &ts[0], a)?, put_group(ctx, &ts[1], b)?]
+            ([Word::from_i64(4), put_group(ctx, &ts[0], a)?, put_group(ctx, &ts[1], b)?], 3)
         }
         (Group::User { .. }, _) => {
             return Err("a change in a user's group (`group op inverse zero`) cannot be given to the compiled \
@@ -755,11 +763,12 @@ fn put_group(ctx: &mut CallCtx, t: &Layout, g: &Group) -> Result<Word, String> {
         }
         _ => return Err("internal: a group of the wrong shape".into()),
     };
-    ctx.record(&words).map_err(|e| e.to_string())
+    ctx.record(&words[..n]).map_err(|e| e.to_string())
 }
 
-fn raw(ws: &[Word]) -> Vec<u64> {
-    ws.iter().map(|w| w.0).collect()
+fn raw(ws: &[Word]) -> &[u64] {
+    // SAFETY: `Word` is `repr(transparent)` over `u64`.
+    unsafe { std::slice::from_raw_parts(ws.as_ptr() as *const u64, ws.len()) }
 }
 
 // ---- The commit ----------------------------------------------------------------------------------
@@ -862,7 +871,7 @@ unsafe fn group_apply(state: &mut CallCtx, l: &Layout, g: Word, slot: &mut [Word
                     None => {
                         if !is_zero(vl, inner, dv) {
                             let copied = copy_into(state, vl, dv);
-                            let _ = dst.set(k, &raw(&copied));
+                            let _ = dst.set(k, raw(&copied));
                         }
                     }
                 }
@@ -1082,7 +1091,7 @@ unsafe fn copy_at(state: &mut CallCtx, l: &Layout, words: &[Word], i: &mut usize
             let mut m = NMap::new(kl.words(), vl.words());
             for (k, v) in src.entries() {
                 let copied = copy_into(state, vl, as_words(v));
-                let _ = m.set(k, &raw(&copied));
+                let _ = m.set(k, raw(&copied));
             }
             m.set_persistent();
             out.push(Word::from_ptr(state.new_map(m)));
