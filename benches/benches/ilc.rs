@@ -2,11 +2,21 @@
 //! words from a vocabulary of 1 000, kept current by the compiled driver
 //! (`runtime::api::Incremental`) under a change that replaces one word of one document, against
 //! compiled recomputation and against a hand-written Rust `FxHashMap` update of the same state.
-//! `cargo bench -p benches --bench ilc`; `cargo run -p benches --release --bin ilc_report` prints
-//! the table of BENCHMARKS.md and writes `ilc.csv` for `benches/plot_ilc.py`.
+//! Two more workloads of the paper's setting: `grand_total` (the sum of two bags of N distinct
+//! Ints, one element replaced) and an inventory (a group-by-key sum: N distinct stock movements
+//! over 1 000 items into `Map Int Int`, one movement replaced).
+//!
+//! `cargo bench -p benches --bench ilc`; `NABLA_ILC_SIZES` (documents) and `NABLA_ILC_ELEMENTS`
+//! (elements of the other two) choose the sizes. Recomputation above 10⁴ documents (seconds per
+//! run) is timed outside criterion, as the median of three runs, into
+//! `target/criterion/ilc_histogram_N/recompute_manual_ns.txt`.
+//! `cargo run -p benches --release --bin ilc_report` prints the tables of BENCHMARKS.md and
+//! writes `ilc.csv` for `benches/plot_ilc.py`.
 
 use std::hint::black_box;
+use std::path::PathBuf;
 use std::rc::Rc;
+use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use runtime::api::Incremental;
@@ -15,6 +25,8 @@ use rustc_hash::FxHashMap;
 
 const WORDS: usize = 1000;
 const VOCABULARY: i64 = 1000;
+/// Documents per change while the input is built (through the driver, never as one value).
+const CHUNK: usize = 100;
 
 /// Deterministic word ids.
 fn word(d: usize, w: usize) -> i64 {
@@ -22,32 +34,46 @@ fn word(d: usize, w: usize) -> i64 {
     ((x ^ (x >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9) >> 33) as i64 % VOCABULARY
 }
 
-fn input(docs: usize) -> Value {
-    let mut m = MapV::default();
-    for d in 0..docs {
-        let mut b = Bag::default();
-        for w in 0..WORDS {
-            b.insert(Key::Int(word(d, w)), 1);
-        }
-        m.entries.insert(Key::Int(d as i64), Value::Bag(Rc::new(b)));
+fn gchange(g: Group, v: Value) -> Value {
+    Value::Change(Rc::new(Change::GChange(Rc::new(g), v)))
+}
+
+fn bag_of(entries: impl IntoIterator<Item = (Key, i64)>) -> Value {
+    let mut b = Bag::default();
+    for (k, n) in entries {
+        b.insert(k, n);
     }
-    Value::Map(Rc::new(m))
+    Value::Bag(Rc::new(b))
+}
+
+/// `gchange (mapGroup bagGroup) map{d -> doc d}` for documents `range`.
+fn add_documents(range: std::ops::Range<usize>) -> Value {
+    let mut m = MapV::default();
+    for d in range {
+        m.entries.insert(Key::Int(d as i64), bag_of((0..WORDS).map(|w| (Key::Int(word(d, w)), 1))));
+    }
+    gchange(Group::Map(Rc::new(Group::Bag)), Value::Map(Rc::new(m)))
 }
 
 /// Document `d` loses one `from` and gains one `to`.
 fn change(d: usize, from: i64, to: i64) -> Value {
-    let mut b = Bag::default();
-    b.insert(Key::Int(from), -1);
-    b.insert(Key::Int(to), 1);
     let mut m = MapV::default();
-    m.entries.insert(Key::Int(d as i64), Value::Bag(Rc::new(b)));
-    Value::Change(Rc::new(Change::GChange(Rc::new(Group::Map(Rc::new(Group::Bag))), Value::Map(Rc::new(m)))))
+    m.entries.insert(Key::Int(d as i64), bag_of([(Key::Int(from), -1), (Key::Int(to), 1)]));
+    gchange(Group::Map(Rc::new(Group::Bag)), Value::Map(Rc::new(m)))
 }
 
 /// The same state by hand: documents as word counts, and the histogram.
 struct Hand {
     docs: FxHashMap<i64, FxHashMap<i64, i64>>,
     hist: FxHashMap<i64, i64>,
+}
+
+fn add(map: &mut FxHashMap<i64, i64>, k: i64, n: i64) {
+    let e = map.entry(k).or_insert(0);
+    *e += n;
+    if *e == 0 {
+        map.remove(&k);
+    }
 }
 
 impl Hand {
@@ -62,53 +88,64 @@ impl Hand {
         }
         h
     }
-    fn add(map: &mut FxHashMap<i64, i64>, k: i64, n: i64) {
-        let e = map.entry(k).or_insert(0);
-        *e += n;
-        if *e == 0 {
-            map.remove(&k);
-        }
-    }
     fn update(&mut self, d: i64, from: i64, to: i64) {
         let doc = self.docs.entry(d).or_default();
-        Hand::add(doc, from, -1);
-        Hand::add(doc, to, 1);
-        Hand::add(&mut self.hist, from, -1);
-        Hand::add(&mut self.hist, to, 1);
+        add(doc, from, -1);
+        add(doc, to, 1);
+        add(&mut self.hist, from, -1);
+        add(&mut self.hist, to, 1);
     }
+}
+
+fn printed(m: &FxHashMap<i64, i64>) -> String {
+    let sorted: std::collections::BTreeMap<i64, i64> = m.iter().map(|(k, v)| (*k, *v)).collect();
+    format!("map{{{}}}", sorted.iter().map(|(k, v)| format!("{k} -> {v}")).collect::<Vec<_>>().join(", "))
+}
+
+fn sizes(var: &str, default: &[usize]) -> Vec<usize> {
+    std::env::var(var)
+        .ok()
+        .map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect())
+        .unwrap_or_else(|| default.to_vec())
+}
+
+fn criterion_dir(group: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    target.join("criterion").join(group.replace('/', "_"))
 }
 
 fn histogram(c: &mut Criterion) {
     let src = benches::example("histogram");
     let (_, mono) = runtime::prepare(&src, "histogram").expect("histogram type-checks");
-    let sizes: Vec<usize> = std::env::var("NABLA_ILC_SIZES")
-        .ok()
-        .map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect())
-        .unwrap_or_else(|| vec![100, 1000, 10_000]);
-    for docs in sizes {
-        let a = input(docs);
-        // The histogram is small: its passes need no big stack.
-        let mut driver = Incremental::new(&mono, &a).expect("the driver starts");
+    for docs in sizes("NABLA_ILC_SIZES", &[1000, 10_000, 100_000]) {
+        // The input is built through the driver, a hundred documents per change.
+        let empty = Value::Map(Rc::new(MapV::default()));
+        let mut driver = Incremental::new(&mono, &empty).expect("the driver starts");
+        let t = Instant::now();
+        for start in (0..docs).step_by(CHUNK) {
+            driver.update(&add_documents(start..(start + CHUNK).min(docs))).expect("documents added");
+        }
+        eprintln!("{docs} documents loaded through the driver in {:.1} s", t.elapsed().as_secs_f64());
         let d = docs / 2;
         let (from, to) = (word(d, 0), (word(d, 0) + 1) % VOCABULARY);
         let there = change(d, from, to);
         let back = change(d, to, from);
-        // The update must agree with recomputation before its time means anything.
-        driver.update(&there).expect("update");
-        assert_eq!(driver.output().to_string(), driver.recompute().expect("recompute").to_string());
-        driver.update(&back).expect("update");
+        // The update must agree with recomputation and with the hand-written update before its
+        // time means anything.
         let mut hand = Hand::new(docs);
-        hand.update(d as i64, from, to);
-        let out = driver.recompute().expect("recompute");
         driver.update(&there).expect("update");
-        let expected: std::collections::BTreeMap<i64, i64> = hand.hist.iter().map(|(k, v)| (*k, *v)).collect();
-        let printed =
-            format!("map{{{}}}", expected.iter().map(|(k, v)| format!("{k} -> {v}")).collect::<Vec<_>>().join(", "));
-        assert_eq!(driver.output().to_string(), printed, "the hand-written update differs");
-        let _ = out;
+        hand.update(d as i64, from, to);
+        let t = Instant::now();
+        let recomputed = driver.recompute().expect("recompute");
+        let first_recompute = t.elapsed().as_nanos() as f64;
+        assert_eq!(driver.output().to_string(), recomputed.to_string(), "update and recomputation differ");
+        assert_eq!(driver.output().to_string(), printed(&hand.hist), "the hand-written update differs");
         driver.update(&back).expect("update");
         hand.update(d as i64, to, from);
-        let mut g = c.benchmark_group(format!("ilc_histogram/{docs}"));
+        let group = format!("ilc_histogram/{docs}");
+        let mut g = c.benchmark_group(&group);
         g.sample_size(10);
         // Two updates per iteration (there and back), so the state stays the same.
         g.bench_function("update_x2", |b| {
@@ -117,7 +154,21 @@ fn histogram(c: &mut Criterion) {
                 driver.update(black_box(&back)).expect("update");
             })
         });
-        g.bench_function("recompute", |b| b.iter(|| driver.recompute().expect("recompute")));
+        if docs <= 10_000 {
+            g.bench_function("recompute", |b| b.iter(|| driver.recompute().expect("recompute")));
+        } else {
+            let mut runs = vec![first_recompute];
+            for _ in 0..2 {
+                let t = Instant::now();
+                black_box(driver.recompute().expect("recompute"));
+                runs.push(t.elapsed().as_nanos() as f64);
+            }
+            runs.sort_by(f64::total_cmp);
+            let dir = criterion_dir(&group);
+            let _ = std::fs::create_dir_all(&dir);
+            let _ = std::fs::write(dir.join("recompute_manual_ns.txt"), format!("{}\n", runs[1]));
+            eprintln!("{group}/recompute: median of 3 runs {:.3} s", runs[1] / 1e9);
+        }
         g.bench_function("rust_x2", |b| {
             b.iter(|| {
                 hand.update(black_box(d as i64), from, to);
@@ -128,5 +179,108 @@ fn histogram(c: &mut Criterion) {
     }
 }
 
-criterion_group!(ilc, histogram);
+/// The two smaller workloads: a program, its input of `n` elements, a change and its inverse,
+/// and a hand-written update of the same state.
+fn small_workloads(c: &mut Criterion) {
+    const GRAND_TOTAL: &str = "\
+def grand_total (p : Bag Int * Bag Int) : Int =
+  let (xs, ys) = p in foldBag intGroup (fun x -> x) (merge xs ys)
+";
+    const INVENTORY: &str = "\
+def stock (moves : Bag (Int * Int)) : Map Int Int =
+  foldBag (mapGroup intGroup) (fun (item, qty) -> singletonMap item qty) moves
+";
+    // Distinct elements, so that a bag of n elements has n entries.
+    let element = |i: usize| 7 * i as i64 + 3;
+    for n in sizes("NABLA_ILC_ELEMENTS", &[1000, 10_000, 100_000, 1_000_000]) {
+        // grand_total: two bags of n/2 Ints; the change replaces one element of the first.
+        let (_, mono) = runtime::prepare(GRAND_TOTAL, "grand_total").expect("grand_total checks");
+        let xs = bag_of((0..n / 2).map(|i| (Key::Int(element(i)), 1)));
+        let ys = bag_of((n / 2..n).map(|i| (Key::Int(element(i)), 1)));
+        let mut driver = Incremental::new(&mono, &Value::tuple(vec![xs, ys])).expect("the driver starts");
+        let (from, to) = (element(0), element(0) + 1);
+        let swap = |from: i64, to: i64| {
+            Value::tuple(vec![
+                gchange(Group::Bag, bag_of([(Key::Int(from), -1), (Key::Int(to), 1)])),
+                gchange(Group::Bag, bag_of([])),
+            ])
+        };
+        let (there, back) = (swap(from, to), swap(to, from));
+        let mut hand: (FxHashMap<i64, i64>, FxHashMap<i64, i64>, i64) = Default::default();
+        for i in 0..n {
+            *(if i < n / 2 { &mut hand.0 } else { &mut hand.1 }).entry(element(i)).or_insert(0) += 1;
+            hand.2 += element(i);
+        }
+        let hand_update = |h: &mut (FxHashMap<i64, i64>, FxHashMap<i64, i64>, i64), from: i64, to: i64| {
+            add(&mut h.0, from, -1);
+            add(&mut h.0, to, 1);
+            h.2 += to - from;
+        };
+        driver.update(&there).expect("update");
+        hand_update(&mut hand, from, to);
+        assert_eq!(driver.output().to_string(), driver.recompute().expect("recompute").to_string());
+        assert_eq!(driver.output().to_string(), hand.2.to_string());
+        driver.update(&back).expect("update");
+        hand_update(&mut hand, to, from);
+        let mut g = c.benchmark_group(format!("ilc_grand_total/{n}"));
+        g.sample_size(10);
+        g.bench_function("update_x2", |b| {
+            b.iter(|| {
+                driver.update(black_box(&there)).expect("update");
+                driver.update(black_box(&back)).expect("update");
+            })
+        });
+        g.bench_function("recompute", |b| b.iter(|| driver.recompute().expect("recompute")));
+        g.bench_function("rust_x2", |b| {
+            b.iter(|| {
+                hand_update(black_box(&mut hand), from, to);
+                hand_update(black_box(&mut hand), to, from);
+            })
+        });
+        g.finish();
+
+        // Inventory: n distinct movements (item, quantity) over 1 000 items; the change replaces one.
+        let (_, mono) = runtime::prepare(INVENTORY, "stock").expect("stock checks");
+        let movement = |i: usize| (word(i, 3), i as i64 - 1000);
+        let pair = |(a, b): (i64, i64)| Key::Tuple(Rc::from(vec![Key::Int(a), Key::Int(b)]));
+        let moves = bag_of((0..n).map(|i| (pair(movement(i)), 1)));
+        let mut driver = Incremental::new(&mono, &moves).expect("the driver starts");
+        let (old, new) = (movement(0), (movement(0).0, movement(0).1 + 1));
+        let replace = |a: (i64, i64), b: (i64, i64)| gchange(Group::Bag, bag_of([(pair(a), -1), (pair(b), 1)]));
+        let (there, back) = (replace(old, new), replace(new, old));
+        let mut stock: FxHashMap<i64, i64> = FxHashMap::default();
+        for i in 0..n {
+            let (item, qty) = movement(i);
+            add(&mut stock, item, qty);
+        }
+        let stock_update = |s: &mut FxHashMap<i64, i64>, a: (i64, i64), b: (i64, i64)| {
+            add(s, a.0, -a.1);
+            add(s, b.0, b.1);
+        };
+        driver.update(&there).expect("update");
+        stock_update(&mut stock, old, new);
+        assert_eq!(driver.output().to_string(), driver.recompute().expect("recompute").to_string());
+        assert_eq!(driver.output().to_string(), printed(&stock));
+        driver.update(&back).expect("update");
+        stock_update(&mut stock, new, old);
+        let mut g = c.benchmark_group(format!("ilc_inventory/{n}"));
+        g.sample_size(10);
+        g.bench_function("update_x2", |b| {
+            b.iter(|| {
+                driver.update(black_box(&there)).expect("update");
+                driver.update(black_box(&back)).expect("update");
+            })
+        });
+        g.bench_function("recompute", |b| b.iter(|| driver.recompute().expect("recompute")));
+        g.bench_function("rust_x2", |b| {
+            b.iter(|| {
+                stock_update(black_box(&mut stock), old, new);
+                stock_update(black_box(&mut stock), new, old);
+            })
+        });
+        g.finish();
+    }
+}
+
+criterion_group!(ilc, histogram, small_workloads);
 criterion_main!(ilc);

@@ -36,7 +36,7 @@ use rustc_hash::FxHashMap;
 
 use crate::engine::{to_value, Layout, Machine};
 use crate::native::{self, Bag as NBag, CallCtx, Map as NMap, DEFAULT_ARENA_LIMIT};
-use crate::value::{Change, Group, Value};
+use crate::value::{Change, Group, Key, Value};
 
 /// Stack compiled derivatives may use below the caller.
 pub const DRIVER_STACK_BUDGET: usize = 8 << 20;
@@ -52,6 +52,39 @@ pub enum Step {
     Recomputed,
 }
 
+/// How much the driver's state holds ([`Incremental::state_size`]): what compaction bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StateSize {
+    /// Bytes of the state arena in use (arrays, records; replaced values until compaction).
+    pub arena_bytes: usize,
+    /// Bags and maps the state owns (live ones, and dropped ones until compaction).
+    pub collections: usize,
+    /// Entries of those bags and maps in all.
+    pub entries: usize,
+}
+
+/// The state is compacted once its garbage (values replaced, collections dropped from maps)
+/// exceeds what is live, plus these allowances (so small states are never copied).
+const COMPACT_MIN_BYTES: usize = 1 << 20;
+const COMPACT_MIN_COLLECTIONS: usize = 1024;
+
+/// Scratch tables with room for more entries than this are not reused by the next update.
+const SMALL_TABLE: usize = 64;
+/// At most this many emptied scratch tables are kept for the next update.
+const SPARE_TABLES: usize = 256;
+
+/// The last output change: marshalled, or the words compiled code made for it, alive in the
+/// scratch context they were made in until that context runs the next call.
+enum LastChange {
+    None,
+    Value(Value),
+    /// In `scratch[ctx]`.
+    Words {
+        ctx: usize,
+        words: Vec<Word>,
+    },
+}
+
 /// A compiled incremental view of `f : A -> B` (see the module comment).
 pub struct Incremental {
     machine: Machine,
@@ -59,7 +92,10 @@ pub struct Incremental {
     _globals: Box<CallCtx>,
     closure: [Word; 2],
     state: Box<CallCtx>,
-    scratch: Box<CallCtx>,
+    /// Two scratch contexts: calls run in `scratch[work]`; the other one keeps the words of the
+    /// last output change, so it is marshalled only if asked for.
+    scratch: [Box<CallCtx>; 2],
+    work: usize,
     input_layout: Layout,
     output_layout: Layout,
     /// Layouts of `Delta A` and `Delta B`.
@@ -69,7 +105,9 @@ pub struct Incremental {
     output_ty: Type,
     input: Vec<Word>,
     output: Vec<Word>,
-    last_change: Option<Value>,
+    last_change: LastChange,
+    /// What commits made unreachable in the state since the last compaction.
+    garbage: Garbage,
     derivative: Derivative,
     args: Vec<Word>,
     rets: Vec<Word>,
@@ -124,13 +162,14 @@ impl Incremental {
         let n_rets = Layout::of(&Type::delta(&output_ty)).words();
         let mut state = CallCtx::new(DEFAULT_ARENA_LIMIT);
         let mut words = Vec::new();
-        put(&mut state, &input_layout, input, &mut words).map_err(|m| Diagnostic::error(span, m))?;
+        put(&mut state, &input_layout, input, &mut words, true).map_err(|m| Diagnostic::error(span, m))?;
         let mut d = Incremental {
             machine,
             _globals: globals,
             closure,
             state,
-            scratch: CallCtx::new(DEFAULT_ARENA_LIMIT),
+            scratch: [CallCtx::new(DEFAULT_ARENA_LIMIT), CallCtx::new(DEFAULT_ARENA_LIMIT)],
+            work: 0,
             input_layout,
             output_layout: output_layout.clone(),
             dinput_layout: dlayout,
@@ -139,14 +178,22 @@ impl Incremental {
             output_ty,
             input: words,
             output: Vec::new(),
-            last_change: None,
+            last_change: LastChange::None,
+            garbage: Garbage::default(),
             derivative,
             args: vec![Word(0); n_args],
             rets: vec![Word(0); n_rets],
             counts: [0; 3],
         };
         d.recompute_output()?;
+        d.garbage = Garbage::default();
         Ok(d)
+    }
+
+    /// What the state holds now (input, output, and garbage not yet compacted).
+    pub fn state_size(&self) -> StateSize {
+        let (collections, entries) = self.state.collections();
+        StateSize { arena_bytes: self.state.arena_used(), collections, entries }
     }
 
     pub fn input_type(&self) -> &Type {
@@ -176,16 +223,36 @@ impl Incremental {
         unsafe { to_value(&self.output_layout, &mut self.output.iter().copied()) }
     }
 
-    /// The output change of the last successful update (`None` before the first).
-    pub fn last_change(&self) -> Option<&Value> {
-        self.last_change.as_ref()
+    /// The output change of the last successful update (`None` before the first), marshalled
+    /// on demand (an update does not pay for it).
+    pub fn last_change(&self) -> Option<Value> {
+        match &self.last_change {
+            LastChange::None => None,
+            LastChange::Value(v) => Some(v.clone()),
+            // SAFETY: the words were made in `scratch[ctx]`, which has run no call since (calls
+            // run in the other context), and refer to no state collection (`keep_change`).
+            LastChange::Words { words, .. } => {
+                Some(unsafe { to_value(&self.doutput_layout, &mut words.iter().copied()) })
+            }
+        }
     }
 
     /// Applies one input change: all or nothing.
     pub fn update(&mut self, dinput: &Value) -> Result<Step, Diagnostic> {
-        let r = self.update_inner(dinput);
-        self.scratch.reset();
-        r
+        self.update_inner(dinput)
+    }
+
+    /// Empties the working scratch context for the next call. Updates are small: the tables of
+    /// a big one (a batch of documents, say) are not kept for the next.
+    fn begin(&mut self) {
+        self.scratch[self.work].reset_keeping_small(SMALL_TABLE, SPARE_TABLES);
+    }
+
+    /// The last change as a value (before its words could be freed or changed).
+    fn materialize_change(&mut self) {
+        if matches!(self.last_change, LastChange::Words { .. }) {
+            self.last_change = self.last_change().map_or(LastChange::None, LastChange::Value);
+        }
     }
 
     /// Applies changes in order, all or nothing: if one fails, the state is as before the batch
@@ -193,22 +260,28 @@ impl Incremental {
     pub fn update_batch(&mut self, changes: &[Value]) -> Result<(), (usize, Diagnostic)> {
         let saved_input = self.input();
         let saved_output = self.output();
-        let saved_change = self.last_change.clone();
+        self.materialize_change();
+        let saved_change = self.last_change();
         for (i, dv) in changes.iter().enumerate() {
             if let Err(d) = self.update(dv) {
                 // Restore: the saved values are copied back into the state.
                 let span = d.span;
                 let restore = |s: &mut Self| -> Result<(), String> {
+                    // SAFETY: the current input and output are live in the state.
+                    unsafe {
+                        census(&s.input_layout, &s.input, &mut s.garbage);
+                        census(&s.output_layout, &s.output, &mut s.garbage);
+                    }
                     let mut words = Vec::new();
-                    put(&mut s.state, &s.input_layout, &saved_input, &mut words)?;
+                    put(&mut s.state, &s.input_layout, &saved_input, &mut words, true)?;
                     s.input = words;
                     let mut words = Vec::new();
-                    put(&mut s.state, &s.output_layout, &saved_output, &mut words)?;
+                    put(&mut s.state, &s.output_layout, &saved_output, &mut words, true)?;
                     s.output = words;
                     Ok(())
                 };
                 restore(self).map_err(|m| (i, Diagnostic::error(span, m)))?;
-                self.last_change = saved_change;
+                self.last_change = saved_change.map_or(LastChange::None, LastChange::Value);
                 return Err((i, d));
             }
         }
@@ -217,11 +290,13 @@ impl Incremental {
 
     /// `f input` computed again from scratch by compiled code (for checking).
     pub fn recompute(&mut self) -> Result<Value, Diagnostic> {
-        let words = self.call(3, None)?;
+        self.begin();
+        let r = self.call(3, None);
         // SAFETY: a `replace` of the output made just now in the scratch context.
-        let v = unsafe { replaced_value(&self.output_layout, &words) };
-        self.scratch.reset();
-        Ok(v)
+        let v = r.map(|words| unsafe { replaced_value(&self.output_layout, &words) });
+        // Recomputation's tables are the size of the input: updates should not reuse them.
+        self.scratch[self.work].reset_and_drop_spares();
+        v
     }
 
     fn update_inner(&mut self, dinput: &Value) -> Result<Step, Diagnostic> {
@@ -229,11 +304,11 @@ impl Incremental {
         if user_group_change(dinput) {
             return self.update_by_value(dinput);
         }
+        self.begin();
         let mut dwords = Vec::new();
-        let dlayout = std::mem::replace(&mut self.dinput_layout, Layout::Unit);
-        let r = put(&mut self.scratch, &dlayout, dinput, &mut dwords);
-        self.dinput_layout = dlayout;
-        r.map_err(|m| Diagnostic::error(span, m))?;
+        let w = self.work;
+        put(&mut self.scratch[w], &self.dinput_layout, dinput, &mut dwords, false)
+            .map_err(|m| Diagnostic::error(span, m))?;
         // A change that replaces the whole input: recomputation gives exactly f's value there.
         let (dout, step) = if all_replace(dinput) {
             (self.call(2, Some(&dwords))?, Step::Recomputed)
@@ -242,46 +317,82 @@ impl Incremental {
                 Ok(w) => (w, Step::Fast),
                 Err(_) if self.needs_base() => {
                     // Start the total derivative afresh (the change is made again in scratch).
-                    self.scratch.reset();
+                    self.begin();
                     dwords.clear();
-                    let dlayout = std::mem::replace(&mut self.dinput_layout, Layout::Unit);
-                    let r = put(&mut self.scratch, &dlayout, dinput, &mut dwords);
-                    self.dinput_layout = dlayout;
-                    r.map_err(|m| Diagnostic::error(span, m))?;
+                    put(&mut self.scratch[w], &self.dinput_layout, dinput, &mut dwords, false)
+                        .map_err(|m| Diagnostic::error(span, m))?;
                     (self.call(1, Some(&dwords))?, Step::Total)
                 }
                 Err(e) => return Err(e),
             }
         };
-        // Marshal the output change before the commit (it lives in scratch).
+        // The output change stays in this scratch context (the next call runs in the other one)
+        // unless it refers to a state collection the commit is about to change: then it is
+        // marshalled now.
         // SAFETY: made by compiled code in the scratch context, not reset since.
-        let change = unsafe { to_value(&self.doutput_layout, &mut dout.iter().copied()) };
+        self.last_change = if unsafe { refers_to_state(&self.doutput_layout, &dout) } {
+            LastChange::Value(unsafe { to_value(&self.doutput_layout, &mut dout.iter().copied()) })
+        } else {
+            LastChange::Words { ctx: w, words: dout.clone() }
+        };
+        self.work = 1 - w;
         // Commit: cannot fail.
         let mut input = std::mem::take(&mut self.input);
-        commit(&mut self.state, &self.input_layout, &mut input, &dwords);
+        commit(&mut self.state, &self.input_layout, &mut input, &dwords, &mut self.garbage);
         self.input = input;
-        self.last_change = Some(change);
         let mut step = step;
         // SAFETY: `dout` was made by compiled code in the scratch context, alive until its reset.
         if unsafe { user_group_in(&self.output_layout, &dout) } {
             // Applying a change in a user's group runs user code: recompute instead.
-            self.scratch.reset();
             self.recompute_output()?;
             step = Step::Recomputed;
         } else {
             let mut output = std::mem::take(&mut self.output);
-            commit(&mut self.state, &self.output_layout, &mut output, &dout);
+            commit(&mut self.state, &self.output_layout, &mut output, &dout, &mut self.garbage);
             self.output = output;
+        }
+        if step == Step::Recomputed && matches!(self.last_change, LastChange::Words { .. }) {
+            // Recomputation's tables are the size of the input: updates should not reuse them.
+            self.materialize_change();
+            self.scratch[w].reset_and_drop_spares();
         }
         if !finite_reals(&self.output_layout, &self.output) {
             // A Real that stopped being finite is recomputed, not updated (NaN never recovers).
-            self.scratch.reset();
             self.recompute_output()?;
-            self.last_change = Some(replace_value(&self.output(), &self.output_layout));
+            self.last_change = LastChange::Value(replace_value(&self.output(), &self.output_layout));
             step = Step::Recomputed;
         }
         self.counts[step as usize] += 1;
+        self.compact_if_due();
         Ok(step)
+    }
+
+    /// Copies input and output into a fresh state context once the state holds more than twice
+    /// what was live after the last compaction (plus an allowance): the garbage of replaced
+    /// values, of collections whose key left a map, and of emptied tables is dropped. Amortised,
+    /// the cost is proportional to the garbage made.
+    fn compact_if_due(&mut self) {
+        let g = self.garbage;
+        let live_collections = self.state.collection_count().saturating_sub(g.collections);
+        let live_bytes = self.state.arena_used().saturating_sub(g.bytes);
+        if g.collections > live_collections + COMPACT_MIN_COLLECTIONS || g.bytes > live_bytes + COMPACT_MIN_BYTES {
+            self.compact();
+        }
+    }
+
+    /// Copies input and output into a fresh state context and drops the old one (the public
+    /// entry is for tests and for callers that know the state just shrank).
+    pub fn compact(&mut self) {
+        // The last change may refer to the old state's arrays.
+        self.materialize_change();
+        let mut fresh = CallCtx::new(self.state.arena_limit());
+        // SAFETY: input and output are live words of their layouts in the state context.
+        unsafe {
+            self.input = copy_into(&mut fresh, &self.input_layout, &self.input);
+            self.output = copy_into(&mut fresh, &self.output_layout, &self.output);
+        }
+        self.state = fresh;
+        self.garbage = Garbage::default();
     }
 
     /// A change in a user's group (interpreter closures compiled code cannot call): the new
@@ -293,24 +404,27 @@ impl Incremental {
         let mut it = crate::interp::Interp::new(&empty);
         let new_input = it.oplus(&self.input(), dinput, &self.input_ty, span)?;
         let mut words = Vec::new();
-        put(&mut self.state, &self.input_layout, &new_input, &mut words).map_err(|m| Diagnostic::error(span, m))?;
+        put(&mut self.state, &self.input_layout, &new_input, &mut words, true)
+            .map_err(|m| Diagnostic::error(span, m))?;
         let old_input = std::mem::replace(&mut self.input, words);
+        // SAFETY: the old input's words are live in the state.
+        unsafe { census(&self.input_layout, &old_input, &mut self.garbage) };
         let old_output = self.output();
         if let Err(e) = self.recompute_output() {
             self.input = old_input;
-            self.scratch.reset();
             return Err(e);
         }
         let new_output = self.output();
         let _ = old_output;
-        self.last_change = Some(replace_value(&new_output, &self.output_layout));
+        self.last_change = LastChange::Value(replace_value(&new_output, &self.output_layout));
         self.counts[Step::Recomputed as usize] += 1;
+        self.compact_if_due();
         Ok(Step::Recomputed)
     }
 
     /// Did the last call trap because the fast derivative needs a base value it does not keep?
     fn needs_base(&self) -> bool {
-        self.scratch.failure().is_some_and(|e| e.status == anf::ir::TrapCode::NeedsBase.code())
+        self.scratch[self.work].failure().is_some_and(|e| e.status == anf::ir::TrapCode::NeedsBase.code())
     }
 
     fn machine_span(&self) -> Span {
@@ -319,12 +433,24 @@ impl Incremental {
 
     /// output := f input, by compiled code (mode 3), copied into the state.
     fn recompute_output(&mut self) -> Result<(), Diagnostic> {
-        let words = self.call(3, None)?;
-        let mut out = vec![Word(0); self.output_layout.words()];
-        commit(&mut self.state, &self.output_layout, &mut out, &words);
-        self.output = out;
-        self.scratch.reset();
-        Ok(())
+        // The working context may hold the last change's words: keep them as a value.
+        if matches!(self.last_change, LastChange::Words { ctx, .. } if ctx == self.work) {
+            self.materialize_change();
+        }
+        self.begin();
+        let r = self.call(3, None);
+        if let Ok(words) = &r {
+            let mut out = vec![Word(0); self.output_layout.words()];
+            commit(&mut self.state, &self.output_layout, &mut out, words, &mut self.garbage);
+            // SAFETY: the old output's words are live in the state.
+            if !self.output.is_empty() || self.output_layout.words() == 0 {
+                unsafe { census(&self.output_layout, &self.output, &mut self.garbage) };
+            }
+            self.output = out;
+        }
+        // As in `recompute`.
+        self.scratch[self.work].reset_and_drop_spares();
+        r.map(|_| ())
     }
 
     /// Runs `step input dinput mode` in the scratch context; the result's words.
@@ -339,17 +465,18 @@ impl Incremental {
             None => self.args.extend(std::iter::repeat_n(Word(0), dwords)),
         }
         self.args.push(Word::from_i64(mode));
-        self.scratch.limit_stack(self.machine.stack_budget());
+        let scratch = &mut self.scratch[self.work];
+        scratch.limit_stack(self.machine.stack_budget());
         let entry = self
             .machine
             .apply_entry()
             .ok_or_else(|| Diagnostic::error(Span::SYNTHETIC, "internal: the driver has no entry"))?;
         // SAFETY: the scratch context is live; the arguments follow `ir::layout` (the input's
         // words live in the state context, which outlives the call).
-        let r = unsafe { entry.call_into(self.scratch.header(), &self.args, &mut self.rets) };
+        let r = unsafe { entry.call_into(scratch.header(), &self.args, &mut self.rets) };
         match r {
             Ok(()) => Ok(self.rets.clone()),
-            Err(e) => Err(self.machine.call_error(&self.scratch, e)),
+            Err(e) => Err(self.machine.call_error(scratch, e)),
         }
     }
 }
@@ -515,8 +642,9 @@ fn delta_layout(l: &Layout) -> Layout {
 
 // ---- Values into a context ---------------------------------------------------------------------
 
-/// The words of `v` (of layout `l`) made in `ctx` (bags persistent when `ctx` is the state).
-fn put(ctx: &mut CallCtx, l: &Layout, v: &Value, out: &mut Vec<Word>) -> Result<(), String> {
+/// The words of `v` (of layout `l`) made in `ctx`; its bags and maps are marked persistent when
+/// `ctx` is the state.
+fn put(ctx: &mut CallCtx, l: &Layout, v: &Value, out: &mut Vec<Word>, persistent: bool) -> Result<(), String> {
     match (l, v) {
         (Layout::Int, Value::Int(n)) => out.push(Word::from_i64(*n)),
         (Layout::Real, Value::Real(x)) => out.push(Word::from_f64(*x)),
@@ -524,13 +652,13 @@ fn put(ctx: &mut CallCtx, l: &Layout, v: &Value, out: &mut Vec<Word>) -> Result<
         (Layout::Unit, _) => {}
         (Layout::Tuple(ls), Value::Tuple(vs)) if ls.len() == vs.len() => {
             for (l, v) in ls.iter().zip(vs.iter()) {
-                put(ctx, l, v, out)?;
+                put(ctx, l, v, out, persistent)?;
             }
         }
         (Layout::Array(e), Value::Array(xs)) => {
             let mut words = Vec::new();
             for x in xs.iter() {
-                put(ctx, e, x, &mut words)?;
+                put(ctx, e, x, &mut words, persistent)?;
             }
             let w = ctx.array_from_words(e.words().max(1), &words).map_err(|e| e.to_string())?;
             if e.words() == 0 {
@@ -542,38 +670,59 @@ fn put(ctx: &mut CallCtx, l: &Layout, v: &Value, out: &mut Vec<Word>) -> Result<
             }
         }
         (Layout::Bag(e), Value::Bag(b)) => {
-            let mut bag = NBag::new(e.words());
+            let p = ctx.fresh_bag(e.words());
+            // SAFETY: a bag the context owns, alive until its reset; no one else holds it yet.
+            let bag = unsafe { &mut *p };
+            let mut kw = Vec::with_capacity(e.words());
             for (k, m) in &b.entries {
-                let mut kw = Vec::new();
-                put(ctx, e, &k.to_value(), &mut kw)?;
-                bag.insert(&kw.iter().map(|w| w.0).collect::<Vec<_>>(), *m).map_err(|e| e.to_string())?;
+                kw.clear();
+                put_key(e, k, &mut kw)?;
+                bag.insert(&kw, *m).map_err(|e| e.to_string())?;
             }
-            bag.set_persistent();
-            out.push(Word::from_ptr(ctx.new_bag(bag)));
+            if persistent {
+                bag.set_persistent();
+            }
+            out.push(Word::from_ptr(p));
         }
         (Layout::Map(kl, vl), Value::Map(m)) => {
-            let mut map = NMap::new(kl.words(), vl.words());
+            let p = ctx.fresh_map(kl.words(), vl.words());
+            let mut kw = Vec::with_capacity(kl.words());
+            // The value's words are made at the end of `out`, then taken off again.
+            let start = out.len();
             for (k, x) in &m.entries {
-                let (mut kw, mut vw) = (Vec::new(), Vec::new());
-                put(ctx, kl, &k.to_value(), &mut kw)?;
-                put(ctx, vl, x, &mut vw)?;
-                map.set(&raw(&kw), &raw(&vw)).map_err(|e| e.to_string())?;
+                kw.clear();
+                put_key(kl, k, &mut kw)?;
+                put(ctx, vl, x, out, persistent)?;
+                // SAFETY: as for bags (`put` of the value made other collections, not this one).
+                let r = unsafe { &mut *p }.set(&kw, raw(&out[start..]));
+                out.truncate(start);
+                r.map_err(|e| e.to_string())?;
             }
-            out.push(Word::from_ptr(ctx.new_map(map)));
+            if persistent {
+                // SAFETY: as above.
+                unsafe { &mut *p }.set_persistent();
+            }
+            out.push(Word::from_ptr(p));
         }
         (Layout::Group(t), Value::Group(g)) => out.push(put_group(ctx, t, g)?),
         (Layout::Delta(t), Value::Change(c)) => match &**c {
+            // The payload's words are made at the end of `out`, copied into a record, taken off.
             Change::Replace(x) => {
-                let mut words = Vec::new();
-                put(ctx, t, x, &mut words)?;
+                let start = out.len();
+                put(ctx, t, x, out, persistent)?;
+                let r = ctx.record(&out[start..]).map_err(|e| e.to_string());
+                out.truncate(start);
                 out.push(Word::from_i64(0));
-                out.push(ctx.record(&words).map_err(|e| e.to_string())?);
+                out.push(r?);
             }
             Change::GChange(g, d) => {
-                let mut words = vec![put_group(ctx, t, g)?];
-                put(ctx, t, d, &mut words)?;
+                let start = out.len();
+                out.push(put_group(ctx, t, g)?);
+                put(ctx, t, d, out, persistent)?;
+                let r = ctx.record(&out[start..]).map_err(|e| e.to_string());
+                out.truncate(start);
                 out.push(Word::from_i64(1));
-                out.push(ctx.record(&words).map_err(|e| e.to_string())?);
+                out.push(r?);
             }
         },
         (Layout::Fun, _) => return Err("the compiled driver does not take functions as data".into()),
@@ -582,14 +731,30 @@ fn put(ctx: &mut CallCtx, l: &Layout, v: &Value, out: &mut Vec<Word>) -> Result<
     Ok(())
 }
 
+/// The words of key `k` (of layout `l`: `Int`, `Bool`, `Unit` and tuples of them).
+fn put_key(l: &Layout, k: &Key, out: &mut Vec<u64>) -> Result<(), String> {
+    match (l, k) {
+        (Layout::Int, Key::Int(n)) => out.push(*n as u64),
+        (Layout::Bool, Key::Bool(b)) => out.push(Word::from_bool(*b).0),
+        (Layout::Unit, _) => {}
+        (Layout::Tuple(ls), Key::Tuple(ks)) if ls.len() == ks.len() => {
+            for (l, k) in ls.iter().zip(ks.iter()) {
+                put_key(l, k, out)?;
+            }
+        }
+        (l, k) => return Err(format!("internal: key {} does not have layout {l:?}", k.to_value())),
+    }
+    Ok(())
+}
+
 fn put_group(ctx: &mut CallCtx, t: &Layout, g: &Group) -> Result<Word, String> {
-    let words = match (g, t) {
-        (Group::Int, _) => vec![Word::from_i64(0)],
-        (Group::Real, _) => vec![Word::from_i64(1)],
-        (Group::Bag, _) => vec![Word::from_i64(2)],
-        (Group::Map(inner), Layout::Map(_, v)) => vec![Word::from_i64(3), put_group(ctx, v, inner)?],
+    let (words, n) = match (g, t) {
+        (Group::Int, _) => ([Word::from_i64(0), Word(0), Word(0)], 1),
+        (Group::Real, _) => ([Word::from_i64(1), Word(0), Word(0)], 1),
+        (Group::Bag, _) => ([Word::from_i64(2), Word(0), Word(0)], 1),
+        (Group::Map(inner), Layout::Map(_, v)) => ([Word::from_i64(3), put_group(ctx, v, inner)?, Word(0)], 2),
         (Group::Pair(a, b), Layout::Tuple(ts)) if ts.len() == 2 => {
-            vec![Word::from_i64(4), put_group(ctx, &ts[0], a)?, put_group(ctx, &ts[1], b)?]
+            ([Word::from_i64(4), put_group(ctx, &ts[0], a)?, put_group(ctx, &ts[1], b)?], 3)
         }
         (Group::User { .. }, _) => {
             return Err("a change in a user's group (`group op inverse zero`) cannot be given to the compiled \
@@ -598,26 +763,42 @@ fn put_group(ctx: &mut CallCtx, t: &Layout, g: &Group) -> Result<Word, String> {
         }
         _ => return Err("internal: a group of the wrong shape".into()),
     };
-    ctx.record(&words).map_err(|e| e.to_string())
+    ctx.record(&words[..n]).map_err(|e| e.to_string())
 }
 
-fn raw(ws: &[Word]) -> Vec<u64> {
-    ws.iter().map(|w| w.0).collect()
+fn raw(ws: &[Word]) -> &[u64] {
+    // SAFETY: `Word` is `repr(transparent)` over `u64`.
+    unsafe { std::slice::from_raw_parts(ws.as_ptr() as *const u64, ws.len()) }
 }
 
 // ---- The commit ----------------------------------------------------------------------------------
 
 /// `slot := slot ⊕ change` in the state context, in place where the group is builtin; never fails.
-fn commit(state: &mut CallCtx, l: &Layout, slot: &mut [Word], change: &[Word]) {
-    let mut si = 0;
-    let mut ci = 0;
-    commit_at(state, l, slot, &mut si, change, &mut ci);
+/// What a commit made unreachable in the state (counted, reclaimed by compaction).
+#[derive(Clone, Copy, Debug, Default)]
+struct Garbage {
+    collections: usize,
+    bytes: usize,
 }
 
-fn commit_at(state: &mut CallCtx, l: &Layout, slot: &mut [Word], si: &mut usize, change: &[Word], ci: &mut usize) {
+fn commit(state: &mut CallCtx, l: &Layout, slot: &mut [Word], change: &[Word], garbage: &mut Garbage) {
+    let mut si = 0;
+    let mut ci = 0;
+    commit_at(state, l, slot, &mut si, change, &mut ci, garbage);
+}
+
+fn commit_at(
+    state: &mut CallCtx,
+    l: &Layout,
+    slot: &mut [Word],
+    si: &mut usize,
+    change: &[Word],
+    ci: &mut usize,
+    garbage: &mut Garbage,
+) {
     if let Layout::Tuple(ts) = l {
         for t in ts {
-            commit_at(state, t, slot, si, change, ci);
+            commit_at(state, t, slot, si, change, ci, garbage);
         }
         return;
     }
@@ -631,22 +812,36 @@ fn commit_at(state: &mut CallCtx, l: &Layout, slot: &mut [Word], si: &mut usize,
     unsafe {
         let p = payload.as_ptr::<u64>();
         if kind == 0 {
-            let words: Vec<Word> = (0..n).map(|j| Word(*p.add(j))).collect();
-            let copied = copy_into(state, l, &words);
+            let copied = copy_into(state, l, as_words(std::slice::from_raw_parts(p, n)));
+            // (The first output has no old value: its slot is zeroed words.)
+            if target.iter().any(|w| w.0 != 0) {
+                census(l, target, garbage);
+            }
             target.copy_from_slice(&copied);
             return;
         }
         let g = Word(*p);
-        let d: Vec<Word> = (0..n).map(|j| Word(*p.add(1 + j))).collect();
-        group_apply(state, l, g, target, &d);
+        let d = as_words(std::slice::from_raw_parts(p.add(1), n));
+        group_apply(state, l, g, target, d, garbage);
     }
+}
+
+/// Raw words as `Word`s (the same representation).
+fn as_words(ws: &[u64]) -> &[Word] {
+    // SAFETY: `Word` is `repr(transparent)` over `u64`.
+    unsafe { std::slice::from_raw_parts(ws.as_ptr() as *const Word, ws.len()) }
+}
+
+fn as_words_mut(ws: &mut [u64]) -> &mut [Word] {
+    // SAFETY: as for `as_words`.
+    unsafe { std::slice::from_raw_parts_mut(ws.as_mut_ptr() as *mut Word, ws.len()) }
 }
 
 /// `slot := slot ·g d` in place (builtin groups), or by a copy of the result.
 ///
 /// # Safety
 /// `g` a live group record and `d` live words of layout `l`.
-unsafe fn group_apply(state: &mut CallCtx, l: &Layout, g: Word, slot: &mut [Word], d: &[Word]) {
+unsafe fn group_apply(state: &mut CallCtx, l: &Layout, g: Word, slot: &mut [Word], d: &[Word], garbage: &mut Garbage) {
     let gp = g.as_ptr::<u64>();
     match (*gp, l) {
         (0, _) => slot[0] = Word::from_i64(slot[0].as_i64().wrapping_add(d[0].as_i64())),
@@ -661,22 +856,22 @@ unsafe fn group_apply(state: &mut CallCtx, l: &Layout, g: Word, slot: &mut [Word
             let inner = Word(*gp.add(1));
             let dst = &mut *slot[0].as_ptr::<NMap>();
             let src = native::map_ref(d[0]);
-            for (k, v) in src.sorted_entries() {
-                let dv: Vec<Word> = v.iter().map(|w| Word(*w)).collect();
-                match dst.get(k).map(|x| x.to_vec()) {
+            // Keys in any order: each key's update is independent (builtin groups commute).
+            for (k, v) in src.entries() {
+                let dv = as_words(v);
+                match dst.get_mut(k) {
                     Some(cur) => {
-                        let mut cur: Vec<Word> = cur.into_iter().map(Word).collect();
-                        group_apply(state, vl, inner, &mut cur, &dv);
-                        if is_zero(vl, inner, &cur) {
+                        let cur = as_words_mut(cur);
+                        group_apply(state, vl, inner, cur, dv, garbage);
+                        if is_zero(vl, inner, cur) {
+                            census(vl, cur, garbage);
                             dst.remove(k);
-                        } else {
-                            let _ = dst.set(k, &raw(&cur));
                         }
                     }
                     None => {
-                        if !is_zero(vl, inner, &dv) {
-                            let copied = copy_into(state, vl, &dv);
-                            let _ = dst.set(k, &raw(&copied));
+                        if !is_zero(vl, inner, dv) {
+                            let copied = copy_into(state, vl, dv);
+                            let _ = dst.set(k, raw(&copied));
                         }
                     }
                 }
@@ -686,11 +881,120 @@ unsafe fn group_apply(state: &mut CallCtx, l: &Layout, g: Word, slot: &mut [Word
             let (g1, g2) = (Word(*gp.add(1)), Word(*gp.add(2)));
             let n1 = ts[0].words();
             let (a, b) = slot.split_at_mut(n1);
-            group_apply(state, &ts[0], g1, a, &d[..n1]);
-            group_apply(state, &ts[1], g2, b, &d[n1..]);
+            group_apply(state, &ts[0], g1, a, &d[..n1], garbage);
+            group_apply(state, &ts[1], g2, b, &d[n1..], garbage);
         }
         // A user's group: `update` recomputes instead (`user_group_in`), never gets here.
         _ => {}
+    }
+}
+
+/// Does a change (words of layout `Delta l`, componentwise on tuples) refer to a bag or map of
+/// the driver's state, which the commit updates in place?
+///
+/// # Safety
+/// `change` must be live change words for that layout.
+unsafe fn refers_to_state(l: &Layout, change: &[Word]) -> bool {
+    unsafe fn value(l: &Layout, ws: &[Word], i: &mut usize) -> bool {
+        match l {
+            Layout::Tuple(ts) => {
+                let mut any = false;
+                for t in ts {
+                    any |= value(t, ws, i);
+                }
+                any
+            }
+            Layout::Array(e) => {
+                let w = ws[*i];
+                *i += 1;
+                let n = e.words();
+                if n == 0 || !holds_collections(e) {
+                    return false;
+                }
+                let (len, elems) = native::read_array(w, n);
+                let mut j = 0;
+                (0..len).any(|_| value(e, &elems, &mut j))
+            }
+            Layout::Bag(_) => {
+                let b = native::bag_ref(ws[*i]);
+                *i += 1;
+                b.is_persistent()
+            }
+            Layout::Map(_, vl) => {
+                let m = native::map_ref(ws[*i]);
+                *i += 1;
+                m.is_persistent() || (holds_collections(vl) && m.entries().any(|(_, v)| value(vl, as_words(v), &mut 0)))
+            }
+            Layout::Delta(t) => {
+                let (kind, p) = (ws[*i].as_i64(), ws[*i + 1].as_ptr::<u64>());
+                *i += 2;
+                let n = t.words();
+                let skip = usize::from(kind != 0);
+                value(t, as_words(std::slice::from_raw_parts(p.add(skip), n)), &mut 0)
+            }
+            l => {
+                *i += l.words();
+                false
+            }
+        }
+    }
+    value(l, change, &mut 0)
+}
+
+/// Adds the collections and arena bytes of a state value (words of layout `l`) to `g`.
+///
+/// # Safety
+/// `words` must be live words of layout `l`.
+unsafe fn census(l: &Layout, words: &[Word], g: &mut Garbage) {
+    unsafe fn go(l: &Layout, ws: &[Word], i: &mut usize, g: &mut Garbage) {
+        match l {
+            Layout::Tuple(ts) => ts.iter().for_each(|t| go(t, ws, i, g)),
+            Layout::Array(e) => {
+                let w = ws[*i];
+                *i += 1;
+                let n = e.words();
+                let (len, elems) = native::read_array(w, n);
+                g.bytes += 8 * (1 + len * n);
+                if holds_collections(e) || has_arrays(e) {
+                    let mut j = 0;
+                    (0..len).for_each(|_| go(e, &elems, &mut j, g));
+                }
+            }
+            Layout::Bag(_) => {
+                *i += 1;
+                g.collections += 1;
+            }
+            Layout::Map(_, vl) => {
+                let m = native::map_ref(ws[*i]);
+                *i += 1;
+                g.collections += 1;
+                if holds_collections(vl) || has_arrays(vl) {
+                    m.entries().for_each(|(_, v)| go(vl, as_words(v), &mut 0, g));
+                }
+            }
+            l => *i += l.words(),
+        }
+    }
+    go(l, words, &mut 0, g)
+}
+
+/// Does a value of layout `l` contain arrays?
+fn has_arrays(l: &Layout) -> bool {
+    match l {
+        Layout::Array(_) => true,
+        Layout::Tuple(ts) => ts.iter().any(has_arrays),
+        Layout::Map(_, v) | Layout::Delta(v) => has_arrays(v),
+        _ => false,
+    }
+}
+
+/// Does a value of layout `l` contain bags or maps?
+fn holds_collections(l: &Layout) -> bool {
+    match l {
+        Layout::Bag(_) | Layout::Map(..) => true,
+        Layout::Tuple(ts) => ts.iter().any(holds_collections),
+        Layout::Array(e) | Layout::Delta(e) => holds_collections(e),
+        _ => false,
     }
 }
 
@@ -773,8 +1077,11 @@ unsafe fn copy_at(state: &mut CallCtx, l: &Layout, words: &[Word], i: &mut usize
             out.push(arr);
         }
         Layout::Bag(_) => {
-            let mut b = native::bag_ref(words[*i]).clone();
+            let src = native::bag_ref(words[*i]);
             *i += 1;
+            // Entry by entry (not a table clone): the copy's table fits its entries.
+            let mut b = NBag::new(src.key_words());
+            let _ = b.add_scaled(src, 1);
             b.set_persistent();
             out.push(Word::from_ptr(state.new_bag(b)));
         }
@@ -782,11 +1089,11 @@ unsafe fn copy_at(state: &mut CallCtx, l: &Layout, words: &[Word], i: &mut usize
             let src = native::map_ref(words[*i]);
             *i += 1;
             let mut m = NMap::new(kl.words(), vl.words());
-            for (k, v) in src.sorted_entries() {
-                let vw: Vec<Word> = v.iter().map(|w| Word(*w)).collect();
-                let copied = copy_into(state, vl, &vw);
-                let _ = m.set(k, &raw(&copied));
+            for (k, v) in src.entries() {
+                let copied = copy_into(state, vl, as_words(v));
+                let _ = m.set(k, raw(&copied));
             }
+            m.set_persistent();
             out.push(Word::from_ptr(state.new_map(m)));
         }
         l => {

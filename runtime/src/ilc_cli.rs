@@ -261,7 +261,7 @@ impl Driver<'_> {
     }
     fn last_change(&self) -> Option<runtime::value::Value> {
         match self {
-            Driver::Native(d) => d.last_change().cloned(),
+            Driver::Native(d) => d.last_change(),
             Driver::Interp(d) => d.last_change().cloned(),
         }
     }

@@ -20,31 +20,43 @@ fn human(ns: f64) -> String {
     }
 }
 
+/// The medians (ns) of one group's update (per change), recomputation and hand-written update
+/// (per change); recomputation from criterion, or from the bench's manual timing above 10⁴
+/// documents.
+fn medians(g: &Path) -> Option<(f64, f64, f64)> {
+    let u = median_ns(&g.join("update_x2"))? / 2.0;
+    let h = median_ns(&g.join("rust_x2"))? / 2.0;
+    let r = median_ns(&g.join("recompute"))
+        .or_else(|| std::fs::read_to_string(g.join("recompute_manual_ns.txt")).ok()?.trim().parse().ok())?;
+    Some((u, r, h))
+}
+
 fn main() {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
     // Criterion names the group `ilc_histogram/N`'s directory `ilc_histogram_N`.
     let root = target.join("criterion");
-    let mut sizes: Vec<usize> = std::fs::read_dir(&root)
-        .map(|it| {
-            it.filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("ilc_histogram_")?.parse().ok()).collect()
-        })
-        .unwrap_or_default();
-    sizes.sort();
-    println!("| documents (N) | compiled update per change | compiled recomputation | recomputation / update | hand-written Rust per change | update / Rust |");
-    println!("|---|---|---|---|---|---|");
     let mut csv = String::from("n,update_ns,recompute_ns,rust_ns\n");
-    for n in sizes {
-        let g = root.join(format!("ilc_histogram_{n}"));
-        let (Some(u), Some(r), Some(h)) =
-            (median_ns(&g.join("update_x2")), median_ns(&g.join("recompute")), median_ns(&g.join("rust_x2")))
-        else {
-            continue;
-        };
-        let (u, h) = (u / 2.0, h / 2.0);
-        println!("| {n} | {} | {} | {:.0}× | {} | {:.0}× |", human(u), human(r), r / u, human(h), u / h);
-        csv.push_str(&format!("{n},{u},{r},{h}\n"));
+    for (prefix, what) in [
+        ("ilc_histogram_", "documents (N)"),
+        ("ilc_grand_total_", "grand_total: elements (N)"),
+        ("ilc_inventory_", "inventory: movements (N)"),
+    ] {
+        let mut sizes: Vec<usize> = std::fs::read_dir(&root)
+            .map(|it| it.filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix(prefix)?.parse().ok()).collect())
+            .unwrap_or_default();
+        sizes.sort();
+        println!("| {what} | compiled update per change | compiled recomputation | recomputation / update | hand-written Rust per change | update / Rust |");
+        println!("|---|---|---|---|---|---|");
+        for n in sizes {
+            let Some((u, r, h)) = medians(&root.join(format!("{prefix}{n}"))) else { continue };
+            println!("| {n} | {} | {} | {:.0}× | {} | {:.0}× |", human(u), human(r), r / u, human(h), u / h);
+            if prefix == "ilc_histogram_" {
+                csv.push_str(&format!("{n},{u},{r},{h}\n"));
+            }
+        }
+        println!();
     }
     let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("ilc.csv");
     if let Err(e) = std::fs::write(&out, csv) {

@@ -196,6 +196,11 @@ impl Bag {
         self.len() == 0
     }
 
+    /// Entries the bag's tables have room for.
+    pub fn capacity(&self) -> usize {
+        self.short.capacity() + self.wide.capacity()
+    }
+
     /// The multiplicity of `key` (0 when absent).
     pub fn count(&self, key: &[u64]) -> i64 {
         if key.len() != self.key_words {
@@ -361,6 +366,11 @@ impl Bag {
         self.forget_cached_entries();
     }
 
+    /// Is the bag part of a driver's persistent state (which the driver updates in place)?
+    pub fn is_persistent(&self) -> bool {
+        self.persistent
+    }
+
     /// The unsorted entry array made for this bag since it last changed, if any.
     pub fn cached_unordered_entries(&self) -> Option<*mut u8> {
         self.unordered_cache.map(|p| p.as_ptr())
@@ -483,17 +493,85 @@ fn add_count(map: &mut FxHashMap<Short, i64>, key: Short, mult: i64) {
 }
 
 /// A finite map from keys of `key_words` words to values of `value_words` words.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct Map {
     key_words: usize,
     value_words: usize,
     entries: FxHashMap<Words, Words>,
+    /// Held by an incremental driver's persistent state (updated in place by its commits).
+    persistent: bool,
 }
+
+impl PartialEq for Map {
+    fn eq(&self, other: &Map) -> bool {
+        self.key_words == other.key_words && self.value_words == other.value_words && self.entries == other.entries
+    }
+}
+
+impl Eq for Map {}
 
 impl Map {
     /// The empty map with the given widths.
     pub fn new(key_words: usize, value_words: usize) -> Map {
-        Map { key_words, value_words, entries: FxHashMap::default() }
+        Map { key_words, value_words, entries: FxHashMap::default(), persistent: false }
+    }
+
+    /// Marks the map as part of a driver's persistent state.
+    pub fn set_persistent(&mut self) {
+        self.persistent = true;
+    }
+
+    /// Is the map part of a driver's persistent state (see [`Bag::is_persistent`])?
+    pub fn is_persistent(&self) -> bool {
+        self.persistent
+    }
+
+    /// `(key, value)` pairs in no particular order.
+    pub fn entries(&self) -> impl Iterator<Item = (&[u64], &[u64])> + '_ {
+        self.entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))
+    }
+
+    /// The value at `key`, to update in place.
+    pub fn get_mut(&mut self, key: &[u64]) -> Option<&mut [u64]> {
+        self.entries.get_mut(key).map(|v| v.as_mut_slice())
+    }
+
+    /// The entries as records `[key words…, value words…]`, sorted by key, written to `out`
+    /// (which has room for `len() * (key_words + value_words)` words), sorting in `scratch`.
+    pub fn write_sorted_records(&self, out: &mut [u64], scratch: &mut SortScratch) {
+        let (kw, vw) = (self.key_words, self.value_words);
+        let rec = kw + vw;
+        if rec == 0 {
+            return;
+        }
+        let write = |r: &mut [u64], k: &[u64], v: &[u64]| {
+            r[..kw].copy_from_slice(k);
+            r[kw..].copy_from_slice(v);
+        };
+        if self.len() <= 1 {
+            for (r, (k, v)) in out.chunks_exact_mut(rec).zip(self.entries()) {
+                write(r, k, v);
+            }
+        } else if kw <= INLINE {
+            // Keys of up to two words sort by radix, as bags' do; the payload is the value's address.
+            let es = &mut scratch.records;
+            es.clear();
+            es.extend(self.entries.iter().map(|(k, v)| {
+                let k = Short::of(k.as_slice()).0;
+                [k[0] ^ SIGN, k[1] ^ SIGN, v.as_slice().as_ptr() as u64]
+            }));
+            sort_short_keys(es, &mut scratch.buffer);
+            for (r, [a, b, v]) in out.chunks_exact_mut(rec).zip(es.iter().copied()) {
+                let key = [a ^ SIGN, b ^ SIGN];
+                // SAFETY: `v` is the address of a value of this map, which is not changed meanwhile.
+                let value = unsafe { std::slice::from_raw_parts(v as *const u64, vw) };
+                write(r, &key[..kw], value);
+            }
+        } else {
+            for (r, (k, v)) in out.chunks_exact_mut(rec).zip(self.sorted_entries()) {
+                write(r, k, v);
+            }
+        }
     }
 
     /// The key width in words.
@@ -516,6 +594,11 @@ impl Map {
         self.entries.is_empty()
     }
 
+    /// Entries the map's table has room for.
+    pub fn capacity(&self) -> usize {
+        self.entries.capacity()
+    }
+
     /// The value at `key`.
     pub fn get(&self, key: &[u64]) -> Option<&[u64]> {
         self.entries.get(key).map(|v| v.as_slice())
@@ -529,10 +612,11 @@ impl Map {
         if value.len() != self.value_words {
             return Err(CollectionError::WidthMismatch { expected: self.value_words, found: value.len() });
         }
-        match self.entries.get_mut(key) {
-            Some(v) => v.as_mut_slice().copy_from_slice(value),
-            None => {
-                self.entries.insert(Words::new(key), Words::new(value));
+        // One hash and probe (keys of up to two words are inline, so making one is cheap).
+        match self.entries.entry(Words::new(key)) {
+            std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().as_mut_slice().copy_from_slice(value),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(Words::new(value));
             }
         }
         Ok(())
@@ -543,6 +627,7 @@ impl Map {
         self.key_words = key_words;
         self.value_words = value_words;
         self.entries.clear();
+        self.persistent = false;
     }
 
     /// Unbinds `key` (nothing happens if it is absent).

@@ -173,20 +173,44 @@ impl CallCtx {
     /// Frees everything compiled code allocated and clears the error, ready for the next call.
     pub fn reset(&mut self) {
         // Spares are taken from the end: push this call's bags last-made first.
-        let mut bags = std::mem::take(&mut self.bags);
-        let keep = MAX_SPARE_BAGS.saturating_sub(self.spare_bags.len()).min(bags.len());
-        bags.truncate(keep);
-        self.spare_bags.extend(bags.into_iter().rev());
-        let mut maps = std::mem::take(&mut self.maps);
-        let keep = MAX_SPARE_BAGS.saturating_sub(self.spare_maps.len()).min(maps.len());
-        maps.truncate(keep);
-        self.spare_maps.extend(maps.into_iter().rev());
+        // (Drained, not taken: the lists keep their capacity, so a call pushes without growing them.)
+        let keep = MAX_SPARE_BAGS.saturating_sub(self.spare_bags.len()).min(self.bags.len());
+        self.bags.truncate(keep);
+        self.spare_bags.extend(self.bags.drain(..).rev());
+        let keep = MAX_SPARE_BAGS.saturating_sub(self.spare_maps.len()).min(self.maps.len());
+        self.maps.truncate(keep);
+        self.spare_maps.extend(self.maps.drain(..).rev());
         self.error = None;
         self.header.status = 0;
         // A call that failed while copying into the side arena left the cursor there.
         self.in_side = false;
         self.side.reset(&mut CtxHeader::empty());
         self.arena.reset(&mut self.header);
+    }
+
+    /// Resets, keeping for the next call only the last `count` emptied bags and maps, and only
+    /// those whose tables have room for at most `capacity` entries (a stream of small calls
+    /// after a big one should not empty big tables each time: that costs time proportional to
+    /// their capacity).
+    pub fn reset_keeping_small(&mut self, capacity: usize, count: usize) {
+        self.bags.retain(|b| b.capacity() <= capacity);
+        self.maps.retain(|m| m.capacity() <= capacity);
+        self.reset();
+        if let Some(extra) = self.spare_bags.len().checked_sub(count) {
+            self.spare_bags.drain(..extra);
+        }
+        if let Some(extra) = self.spare_maps.len().checked_sub(count) {
+            self.spare_maps.drain(..extra);
+        }
+    }
+
+    /// Resets and also forgets the emptied bags and maps kept for the next call: after a call
+    /// whose collections were much bigger than the next ones will be (emptying a big table
+    /// costs time proportional to its capacity).
+    pub fn reset_and_drop_spares(&mut self) {
+        self.reset();
+        self.spare_bags.clear();
+        self.spare_maps.clear();
     }
 
     /// Allocates `bytes` of arena memory (8-aligned), or reports out of memory.
@@ -241,7 +265,8 @@ impl CallCtx {
         self.compact_min = bytes;
     }
 
-    fn arena_limit(&self) -> usize {
+    /// The bound on the arena.
+    pub fn arena_limit(&self) -> usize {
         self.arena.limit()
     }
 
@@ -253,6 +278,23 @@ impl CallCtx {
     /// Total bytes the arena holds from the system.
     pub fn arena_reserved(&self) -> usize {
         self.arena.reserved()
+    }
+
+    /// Bytes allocated in the arena since the last reset (what compiled code and copies made).
+    pub fn arena_used(&self) -> usize {
+        self.arena.used_since(&self.header, 0)
+    }
+
+    /// The number of bags and maps the context owns.
+    pub fn collection_count(&self) -> usize {
+        self.bags.len() + self.maps.len()
+    }
+
+    /// The bags and maps the context owns, and their entries in all.
+    pub fn collections(&self) -> (usize, usize) {
+        let entries =
+            self.bags.iter().map(|b| b.len()).sum::<usize>() + self.maps.iter().map(|m| m.len()).sum::<usize>();
+        (self.bags.len() + self.maps.len(), entries)
     }
 
     /// Takes ownership of a bag and returns the pointer compiled code uses for it.

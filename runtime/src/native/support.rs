@@ -162,8 +162,10 @@ pub unsafe extern "C" fn nabla_bag_add_scaled(ctx: *mut CtxHeader, dst: *mut Bag
 /// A new bag with every multiplicity multiplied by `m` (wrapping; zero entries dropped).
 pub unsafe extern "C" fn nabla_bag_scale(ctx: *mut CtxHeader, a: *const Bag, m: i64) -> *mut Bag {
     guard(ctx, std::ptr::null_mut(), |cx| {
-        let scaled = (*a).scale(m);
-        Ok(cx.new_bag(scaled))
+        // Into an emptied bag of an earlier call: no new table.
+        let b = cx.fresh_bag((*a).key_words());
+        (*b).add_scaled(&*a, m)?;
+        Ok(b)
     })
 }
 
@@ -182,7 +184,11 @@ pub unsafe extern "C" fn nabla_bag_negate(ctx: *mut CtxHeader, a: *const Bag) ->
 
 /// A new bag equal to `a` (to update without touching `a`).
 pub unsafe extern "C" fn nabla_bag_clone(ctx: *mut CtxHeader, a: *const Bag) -> *mut Bag {
-    guard(ctx, std::ptr::null_mut(), |cx| Ok(cx.new_bag((*a).clone())))
+    guard(ctx, std::ptr::null_mut(), |cx| {
+        let b = cx.fresh_bag((*a).key_words());
+        (*b).add_scaled(&*a, 1)?;
+        Ok(b)
+    })
 }
 
 /// The multiplicity of the key at `key`.
@@ -301,13 +307,9 @@ pub unsafe extern "C" fn nabla_map_entries(ctx: *mut CtxHeader, map: *const Map)
     guard(ctx, std::ptr::null_mut(), |cx| {
         let map = &*map;
         let (kw, vw) = (map.key_words(), map.value_words());
-        let entries = map.sorted_entries();
-        let (array, elems) = cx.new_array_slots(entries.len(), kw + vw)?;
-        for (i, (k, v)) in entries.iter().enumerate() {
-            let rec = elems.add(i * (kw + vw));
-            std::ptr::copy_nonoverlapping(k.as_ptr(), rec, kw);
-            std::ptr::copy_nonoverlapping(v.as_ptr(), rec.add(kw), vw);
-        }
+        let (array, elems) = cx.new_array_slots(map.len(), kw + vw)?;
+        let out = std::slice::from_raw_parts_mut(elems, map.len() * (kw + vw));
+        map.write_sorted_records(out, &mut cx.sort_scratch);
         Ok(array)
     })
 }
