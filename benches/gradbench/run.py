@@ -62,6 +62,7 @@ def workloads(only):
 class Tool:
     def __init__(self, path):
         self.path = path
+        self.notes = []
         self.start()
 
     def start(self):
@@ -69,7 +70,6 @@ class Tool:
                                   stderr=subprocess.PIPE, text=True, bufsize=1)
         self.lines = queue.Queue()
         threading.Thread(target=self.read, args=(self.p.stdout, self.lines), daemon=True).start()
-        self.notes = []
         threading.Thread(target=self.read, args=(self.p.stderr, None), daemon=True).start()
         self.id = 0
 
