@@ -146,58 +146,5 @@ fn jit_vs_rust(c: &mut Criterion) {
     }
 }
 
-/// Compiled reverse mode (`adjoint::reverse`) on Rosenbrock as a fold over the index array (the
-/// program of issue 9), n = 1 000 and 10 000, through the API: the compiled gradient
-/// (`api::Gradient`, value and gradient), the compiled primal (`api::Compiled`), and a hand-written
-/// Rust adjoint of the same loop. The gradients are checked equal (1e-12 relative) first.
-fn reverse_rosenbrock(c: &mut Criterion) {
-    use runtime::api::{Arg, Compiled, Gradient};
-    let src = "def sq (z : Real) = z * z
-def rosen (x : Array Real) =
-  fold (fun acc i -> acc + 100.0 * sq (x.[i + 1] - x.[i] * x.[i]) + sq (1.0 - x.[i])) 0.0 (build (len x - 1) (fun i -> i))";
-    fn rust_grad(x: &[f64], g: &mut [f64]) -> f64 {
-        let n = x.len();
-        let mut v = 0.0;
-        for i in 0..n - 1 {
-            let t = x[i + 1] - x[i] * x[i];
-            let u = 1.0 - x[i];
-            v = v + 100.0 * (t * t) + u * u;
-        }
-        g.iter_mut().for_each(|d| *d = 0.0);
-        for i in (0..n - 1).rev() {
-            let t = x[i + 1] - x[i] * x[i];
-            let u = 1.0 - x[i];
-            let dt = 100.0 * 2.0 * t;
-            g[i + 1] += dt;
-            g[i] += -2.0 * x[i] * dt - 2.0 * u;
-        }
-        v
-    }
-    let mut primal = Compiled::new(src, "rosen").expect("rosen compiles");
-    let mut grad = Gradient::new(src, "rosen").expect("rosen's gradient compiles");
-    for n in [1000usize, 10_000] {
-        let x: Vec<f64> = (0..n).map(|i| 0.5 + 0.001 * i as f64).collect();
-        let (mut g1, mut g2) = (vec![0.0; n], vec![0.0; n]);
-        let v1 = grad.call(&[Arg::Reals(&x)], &mut g1).expect("gradient");
-        let v2 = rust_grad(&x, &mut g2);
-        let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1.0);
-        assert!(close(v1, v2) && g1.iter().zip(&g2).all(|(a, b)| close(*a, *b)), "rosen {n}: gradients differ");
-        let mut grp = c.benchmark_group(format!("reverse/rosenbrock_{n}"));
-        grp.sample_size(50);
-        grp.bench_function("gradient", |b| b.iter(|| grad.call(&[Arg::Reals(black_box(&x))], &mut g1).unwrap()));
-        grp.bench_function("primal", |b| b.iter(|| primal.call_f64(&[Arg::Reals(black_box(&x))]).unwrap()));
-        grp.bench_function("rust_adjoint", |b| b.iter(|| rust_grad(black_box(&x), &mut g2)));
-        grp.finish();
-    }
-}
-
-criterion_group!(
-    engines,
-    jit_vs_interp,
-    compile_latency,
-    incremental_vs_recompute,
-    gradient_vs_primal,
-    jit_vs_rust,
-    reverse_rosenbrock
-);
+criterion_group!(engines, jit_vs_interp, compile_latency, incremental_vs_recompute, gradient_vs_primal, jit_vs_rust);
 criterion_main!(engines);

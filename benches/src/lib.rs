@@ -63,3 +63,4 @@ pub fn run_interp(mono: &MonoProgram) -> Value {
 pub fn context() -> Box<CallCtx> {
     CallCtx::new(DEFAULT_ARENA_LIMIT)
 }
+pub mod reverse;

@@ -1,6 +1,6 @@
 //! `runtime::api::Function`: any data arguments (arrays of arrays, arrays of tuples, Int arrays,
-//! tuples), on the JIT when the compiler handles the definition and on the interpreter when it
-//! does not; each checked against `nabla run`'s interpreter on the same program, and every bad
+//! tuples), on the JIT when the compiler handles the definition (gradients included) and on the
+//! interpreter when it does not; each checked against `nabla run`'s interpreter on the same program, and every bad
 //! shape an error.
 
 use std::rc::Rc;
@@ -62,6 +62,31 @@ fn nested_data_on_both_engines() {
 
         assert_eq!(format!("({a}, {p}, {s}, {gr})"), interpreted_main());
         assert_eq!(gr.to_string(), "[[2.0, -4.0], [1.0]]");
+    });
+}
+
+/// A gradient compiled reverse mode (`adjoint::reverse`) handles runs as native code; one it does
+/// not (a `dual` map) runs on the interpreter with a note naming the construct. Both compute what
+/// `nabla run --interp` does.
+#[test]
+fn gradients_compile_where_reverse_mode_does() {
+    frontend::with_big_stack(|| {
+        let src = "def sumsq (xs : Array Real) = grad (fun (v : Array Real) -> sum (map (fun x -> x * x) v)) xs
+def twice (x : Real) = (dual (fun v -> v * 2.0) (star x)) 1.0
+def main = (sumsq [1.0, -2.0], twice 3.0)
+";
+        let mut sumsq = Function::new(src, "sumsq").unwrap();
+        assert_eq!(sumsq.backend(), Backend::Compiled);
+        assert!(sumsq.note().is_none());
+        let mut twice = Function::new(src, "twice").unwrap();
+        assert_eq!(twice.backend(), Backend::Interpreter);
+        let note = twice.note().unwrap();
+        assert!(note.contains("not compiled yet") && note.contains("dual"), "{note}");
+        let a = sumsq.call(&[reals(&[1.0, -2.0])]).unwrap();
+        let b = twice.call(&[Value::Real(3.0)]).unwrap();
+        let (_, mono) = runtime::prepare(src, "main").unwrap();
+        assert_eq!(format!("({a}, {b})"), runtime::interp::run(&mono).unwrap().to_string());
+        assert_eq!(format!("({a}, {b})"), "([2.0, -4.0], 6.0)");
     });
 }
 

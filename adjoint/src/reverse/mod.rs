@@ -1267,7 +1267,9 @@ impl Ad<'_, '_> {
         let mut fv = FxHashSet::default();
         free_locals(&body_rev, &mut fv);
         let taped = fv.contains(&tape_id);
-        if holes.iter().any(|h| fv.contains(h)) {
+        // A hole is bound inside the reverse body (and dropped by its DCE when unread): any
+        // remaining reference to one means the reverse reads the carried array.
+        if holes.iter().any(|h| fv.contains(h)) || refers_to(&body_rev, &holes) {
             return self.err("a gradient through a loop whose reverse reads an array it carries");
         }
         if taped {
@@ -1472,4 +1474,16 @@ fn holds_array(t: &Type) -> bool {
         Type::Tuple(ts) => ts.iter().any(holds_array),
         _ => false,
     }
+}
+
+/// Does `e` refer to one of `ids` anywhere (bound inside `e` or not)?
+fn refers_to(e: &E, ids: &[LocalId]) -> bool {
+    if let ExprKind::Var(_, VarRef::Local(id)) = &e.kind {
+        if ids.contains(id) {
+            return true;
+        }
+    }
+    let mut found = false;
+    frontend::lin::for_each_child(e, &mut |c| found = found || refers_to(c, ids));
+    found
 }

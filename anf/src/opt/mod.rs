@@ -1,6 +1,7 @@
 //! IR optimisation between lowering and the JIT: inlining of small non-recursive functions, then
 //! local clean-up (copy propagation, constant folding, store-to-load forwarding through fresh
-//! records, branch folding, block merging, dead code), bag fusion (a fresh bag added once into
+//! records, branch folding, block merging, dead code), redundancy elimination in each block
+//! (repeated operations, array lengths, bounds checks and loads; overwritten stores: `cse`), bag fusion (a fresh bag added once into
 //! another is never built: `bags`), unsorted iteration of bags in folds that cannot observe the
 //! order (`order`), then removal of functions nothing calls.
 //!
@@ -12,10 +13,12 @@
 //!
 //! The one entry point is [`optimize`]; its output verifies whenever its input does. Every
 //! rewrite preserves what the program computes and the first error it reports: nothing that
-//! can trap is removed or reordered (only unused allocations and loads, which cannot fail
-//! in verified IR, disappear).
+//! can trap is reordered, and only removed when it repeats, with the same operands, one made
+//! earlier in its block (which fails first); unused allocations and loads, which cannot fail in
+//! verified IR, disappear.
 
 mod bags;
+mod cse;
 mod inline;
 mod order;
 mod simplify;
@@ -126,6 +129,11 @@ fn run<E>(
         }
         simplify::simplify_function(module, f, &facts);
         check(module, "simplification", f)?;
+        if cse::eliminate(&mut module.funcs[f]) {
+            check(module, "redundancy elimination", f)?;
+            simplify::simplify_function(module, f, &facts);
+            check(module, "simplification", f)?;
+        }
         let placeholder = crate::ir::Function::empty("", Default::default());
         let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
         let fused = bags::fuse(module, &mut func);

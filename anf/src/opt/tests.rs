@@ -527,3 +527,102 @@ fn bag_building_loops_skip_the_sort_unless_they_read_what_they_build() {
     let out = opt(&map_loop(true));
     assert_eq!(count(&out, "main", "entries_unordered"), 0, "{out}");
 }
+
+/// Compiled reverse mode's loop bodies: repeated reads of `x.[i]` keep one bounds check and one
+/// load, and three `accAdd'`s into `d.[i]` become one load and one store. A check of another
+/// index, and loads after a store to another address, stay.
+#[test]
+fn repeated_checks_loads_and_overwritten_stores_go() {
+    let text = "\
+fn @main(ptr, ptr, i64, i64) -> f64 {
+b0(v0: ptr, v1: ptr, v2: i64, v3: i64):
+    v4 = arraylen v0
+    v5 = iconst 1
+    boundscheck v2, v4, v5
+    v6 = elemaddr v0, v2, 8
+    v7 = load.f64 v6+0
+    v8 = arraylen v0
+    v9 = iconst 2
+    boundscheck v2, v8, v9
+    v10 = elemaddr v0, v2, 8
+    v11 = load.f64 v10+0
+    v12 = fmul v7, v11
+    v13 = fmul v7, v11
+    v14 = arraylen v1
+    v15 = iconst 3
+    boundscheck v2, v14, v15
+    v16 = elemaddr v1, v2, 8
+    v17 = load.f64 v16+0
+    v18 = fadd v17, v12
+    store v18, v16+0
+    v19 = iconst 4
+    boundscheck v2, v14, v19
+    v20 = elemaddr v1, v2, 8
+    v21 = load.f64 v20+0
+    v22 = fadd v21, v13
+    store v22, v20+0
+    boundscheck v3, v14, v19
+    v23 = elemaddr v1, v3, 8
+    v24 = load.f64 v23+0
+    v25 = fadd v24, v12
+    store v25, v23+0
+    v26 = load.f64 v16+0
+    v27 = fadd v26, v25
+    return v27
+}
+";
+    let out = opt(text);
+    // x.[v2] once; d.[v2] and d.[v3] once each.
+    assert_eq!(count(&out, "main", "boundscheck"), 3, "{out}");
+    assert_eq!(count(&out, "main", "arraylen"), 2, "{out}");
+    assert_eq!(count(&out, "main", "fmul"), 1, "{out}");
+    // x.[v2] once, d.[v2] once before its stores; d.[v3] may alias d.[v2]: both read again.
+    assert_eq!(count(&out, "main", "load.f64"), 4, "{out}");
+    // The first store to d.[v2] is overwritten by the second with no read between.
+    assert_eq!(count(&out, "main", "store"), 2, "{out}");
+}
+
+/// A call between two stores may read the first, and one between two loads may change the slot.
+#[test]
+fn calls_keep_stores_and_loads() {
+    let text = "\
+extern $nabla_arena_mark() -> i64
+
+fn @main(ptr, i64) -> f64 {
+b0(v0: ptr, v1: i64):
+    v2 = elemaddr v0, v1, 8
+    v3 = load.f64 v2+0
+    v4 = call $nabla_arena_mark()
+    v5 = load.f64 v2+0
+    v6 = fadd v3, v5
+    store v6, v2+0
+    v7 = call $nabla_arena_mark()
+    store v3, v2+0
+    return v6
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "load.f64"), 2, "{out}");
+    assert_eq!(count(&out, "main", "store"), 2, "{out}");
+}
+
+/// The first of two identical checks fails first, at its own site: the error is unchanged.
+#[test]
+fn the_first_of_two_checks_is_kept() {
+    let text = "\
+fn @main(ptr, i64) -> f64 {
+b0(v0: ptr, v1: i64):
+    v2 = arraylen v0
+    v3 = iconst 7
+    boundscheck v1, v2, v3
+    v4 = iconst 9
+    boundscheck v1, v2, v4
+    v5 = elemaddr v0, v1, 8
+    v6 = load.f64 v5+0
+    return v6
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "boundscheck"), 1, "{out}");
+    assert!(out.contains("iconst 7") && !out.contains("iconst 9"), "{out}");
+}
