@@ -15,6 +15,7 @@ const MUST_COMPILE: &[&str] = &[
     "pb_confusion",
     "pb_discrete_input",
     "pb_dot",
+    "pb_floor_round",
     "pb_fold_closure",
     "pb_fold_product",
     "pb_gradient_descent",
@@ -36,6 +37,8 @@ const MUST_COMPILE: &[&str] = &[
     "pb_transcendental",
     "pb_tuple_input",
     "pb_vjp",
+    "pb_while",
+    "pb_while_solver",
     "pb_zipwith",
 ];
 

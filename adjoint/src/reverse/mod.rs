@@ -1,7 +1,7 @@
 //! Compiled reverse mode: a typed source-to-source transform over the monomorphic program that
 //! replaces each differentiation site (`grad f x`, `vjp f x c`, `jacobian f x`) by an ordinary
 //! term — the pullback's forward phase followed by its reverse phase — plus a few internal
-//! builtins (`zeros'`, `accAdd'`, `accAddAll'`, `accAxpy'`, `tape'`, `tapeSet'`). The result is
+//! builtins (`zeros'`, `accAdd'`, `accAddAll'`, `accAxpy'`, `tape'`, `tapeSet'`, `ctCheck'`). The result is
 //! an ordinary program: it goes through `anf::lower` → `anf::opt` → Cranelift like any other, and
 //! the interpreter runs it too (tests compare it with the pullback reducer).
 //!
@@ -21,7 +21,8 @@
 //! - **Loops**: the reverse of `map`/`zipWith`/`build`/`fold`/`iterate` is an `iterate` over the
 //!   trip count (downwards for `fold`/`iterate`) that recomputes the body's primal from its
 //!   inputs (and the taped carry) and runs the body's reverse; the adjoints of captured variables
-//!   are carried through it.
+//!   are carried through it. `while p f x0` is counted first (a run of the loop that also counts
+//!   its iterations `n`, discrete) and then differentiated as `iterate n f x0`.
 //! - **`if`**: the branch taken, recomputed in the reverse phase.
 //!
 //! Invariants of the output: `mono::verify` holds (every binder fresh, every type ground); each
@@ -76,6 +77,7 @@ pub fn transform_listing(mono: &MonoProgram) -> R<(Option<MonoProgram>, Vec<Site
         span: Span::SYNTHETIC,
         bodies: Vec::new(),
         listings: Vec::new(),
+        scope: FxHashMap::default(),
     };
     let mut defs = Vec::with_capacity(mono.defs.len());
     for d in &mono.defs {
@@ -105,14 +107,21 @@ pub fn value_and_gradient(mono: &MonoProgram, f: DefId) -> R<MonoProgram> {
             span,
         ));
     }
-    let mut t =
-        Transform { mono: &base, next: base.next_local, sites: 0, span, bodies: Vec::new(), listings: Vec::new() };
+    let mut t = Transform {
+        mono: &base,
+        next: base.next_local,
+        sites: 0,
+        span,
+        bodies: Vec::new(),
+        listings: Vec::new(),
+        scope: FxHashMap::default(),
+    };
     t.bodies = base.defs.iter().map(|d| d.body.clone()).collect();
     let xid = t.fresh();
     let x = var(xid, &"x".into(), s);
     let fvar = Expr::new(ExprKind::Var(def.name.clone(), VarRef::Global(f)), span, def.ty.clone());
     let mut out = Vec::new();
-    let (g, v) = t.gradient_value(&mut out, &fvar, &x, &real(1.0))?;
+    let (g, v) = t.gradient_value(&mut out, &fvar, &x, &real(1.0), false)?;
     let body = lam(xid, &"x".into(), s, lets(out, tuple(vec![v, g])));
     let ty = body.ty.clone();
     let mut defs = base.defs.clone();
@@ -150,6 +159,8 @@ struct Transform<'m> {
     /// is here, its own sites already transformed: innermost first).
     bodies: Vec<E>,
     listings: Vec<SiteListing>,
+    /// Let-bound functions known at compile time, in scope at the site being rewritten.
+    scope: FxHashMap<LocalId, E>,
 }
 
 fn not(what: impl Into<String>, span: Span) -> NotCompiled {
@@ -197,6 +208,19 @@ impl<'m> Transform<'m> {
     /// Bottom-up: inner sites first, so an outer site sees only ordinary terms.
     fn rewrite(&mut self, e: &E) -> R<E> {
         match &e.kind {
+            // A let-bound function known at compile time is in scope for the sites in the body
+            // (binders are unique, so what it captures is in scope there too).
+            ExprKind::Let(p, rhs, body) if is_fun(&p.ty) => {
+                if let PatKind::Var(_, id) = &p.kind {
+                    let rhs2 = self.rewrite(rhs)?;
+                    let k = self.known(&rhs2, &self.scope.clone());
+                    if let Some(l) = k {
+                        self.scope.insert(*id, l);
+                    }
+                    let body2 = self.rewrite(body)?;
+                    return Ok(Expr::new(ExprKind::Let(p.clone(), rhs2, body2), e.span, e.ty.clone()));
+                }
+            }
             ExprKind::Pullback(..) => return Err(not("`pullback`", e.span)),
             ExprKind::Dual(..) => return Err(not("`dual`", e.span)),
             ExprKind::Var(_, VarRef::Builtin(b)) if is_reverse_builtin(*b) => {
@@ -213,7 +237,7 @@ impl<'m> Transform<'m> {
                         let c = self.rewrite(c)?;
                         let x = self.rewrite(args[0])?;
                         let t = self.rewrite(args[1])?;
-                        let v = self.site(Builtin::Vjp, &[f, x, c], e)?;
+                        let v = self.site(Builtin::Vjp, &[f, x, c], e, false)?;
                         self.sites += 1;
                         return self.pairing(v, t);
                     }
@@ -227,7 +251,7 @@ impl<'m> Transform<'m> {
                         let f = self.rewrite(f)?;
                         let c = self.rewrite(c)?;
                         let x = self.rewrite(x)?;
-                        let v = self.site(Builtin::Vjp, &[f, x, c], e)?;
+                        let v = self.site(Builtin::Vjp, &[f, x, c], e, false)?;
                         self.sites += 1;
                         return Ok(v);
                     }
@@ -249,7 +273,7 @@ impl<'m> Transform<'m> {
                     if matches!(b, Builtin::Grad | Builtin::Vjp | Builtin::Jacobian) && args.len() == b.arity() {
                         let args: Vec<E> = args.into_iter().map(|a| self.rewrite(a)).collect::<R<_>>()?;
                         self.span = e.span;
-                        let out = self.site(*b, &args, e)?;
+                        let out = self.site(*b, &args, e, *b == Builtin::Vjp)?;
                         self.sites += 1;
                         return Ok(out);
                     }
@@ -263,13 +287,15 @@ impl<'m> Transform<'m> {
         map_children(e, &mut |c| self.rewrite(c))
     }
 
-    fn site(&mut self, b: Builtin, args: &[E], e: &E) -> R<E> {
+    /// `check`: a `vjp` the user wrote (its cotangent is checked against the output, as the
+    /// interpreter does).
+    fn site(&mut self, b: Builtin, args: &[E], e: &E, check: bool) -> R<E> {
         let mut out = Vec::new();
         let x = self.bind(&mut out, "x", args[1].clone());
         match b {
             Builtin::Grad | Builtin::Vjp => {
                 let ct = if b == Builtin::Grad { real(1.0) } else { self.bind(&mut out, "ct", args[2].clone()) };
-                let g = self.gradient(&mut out, &args[0], &x, &ct)?;
+                let (g, _) = self.gradient_value(&mut out, &args[0], &x, &ct, check)?;
                 Ok(lets(out, g))
             }
             _ => {
@@ -293,6 +319,38 @@ impl<'m> Transform<'m> {
                 Ok(lets(out, rows))
             }
         }
+    }
+
+    /// Emits `ctCheck'` for each array in the output `y` against the cotangent `c` (their tuple
+    /// components walked together; `path` the components so far as base-128 digits, `digit` the
+    /// next digit's weight): the interpreter's `cotangent_mismatch`, at the site.
+    fn check_cotangent(&mut self, out: &mut Vec<Bind>, y: &E, c: &E, path: i64, digit: i64) -> R<()> {
+        match (&y.ty, &c.ty) {
+            (Type::Array(_), Type::Array(_)) => {
+                let n = self.bind(out, "n", call(Builtin::Len, std::slice::from_ref(y), Type::Int));
+                let m = self.bind(out, "m", call(Builtin::Len, std::slice::from_ref(c), Type::Int));
+                let chk = at_span(call(Builtin::CtCheck, &[n, m, int(path)], Type::Unit), self.span);
+                self.bind(out, "chk", chk);
+            }
+            (Type::Tuple(ts), Type::Tuple(_)) => {
+                for i in 0..ts.len() {
+                    if !holds_array(&ts[i]) {
+                        continue;
+                    }
+                    // Deeper than the payload holds: the arrays are still checked, without a path.
+                    let (p, d) = if digit < (1 << 14) && i < 127 {
+                        (path + digit * (i as i64 + 1), digit * 128)
+                    } else {
+                        (0, digit)
+                    };
+                    let yi = self.bind(out, "y", proj(y, i));
+                    let ci = self.bind(out, "c", proj(c, i));
+                    self.check_cotangent(out, &yi, &ci, p, d)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// The pairing ⟨v, t⟩ of a dual vector with a tangent of a first-order type (Real).
@@ -342,8 +400,17 @@ impl<'m> Transform<'m> {
     /// The λ a function term denotes, when it is statically known (a λ or a definition), as a
     /// fresh copy.
     fn resolve(&mut self, f: &E) -> R<E> {
-        match self.known(f, &FxHashMap::default()) {
+        match self.known(f, &self.scope) {
             Some(l) => Ok(self.refresh(&l)),
+            // A builtin or a partial application: its η-expansion `λx. f x` (inlining then sees
+            // the primitive, or the known function at the head of the application).
+            None if is_fun(&f.ty) && !matches!(strip(f).kind, ExprKind::Var(_, VarRef::Local(_))) => {
+                let Type::Fun(a, r) = &f.ty else { unreachable!() };
+                let id = self.fresh();
+                let x = var(id, &"x".into(), a);
+                let body = mk(ExprKind::App(self.refresh(f), x), (**r).clone());
+                Ok(lam(id, &"x".into(), a, body))
+            }
             None => Err(not("a gradient of a function not known at compile time", self.span)),
         }
     }
@@ -365,7 +432,8 @@ impl<'m> Transform<'m> {
     fn apply_known(&mut self, lam: &E, x: &E) -> R<E> {
         let lam = self.refresh(lam);
         let t = beta(&lam, &[x]);
-        self.inline(&t, &FxHashMap::default())
+        let scope = self.scope.clone();
+        self.inline(&t, &scope)
     }
 
     /// Inlines applications of statically known functions (λs, definitions, let-bound λs) by
@@ -409,11 +477,12 @@ impl<'m> Transform<'m> {
     /// The gradient of the known function `f` at the atom `x` along the cotangent `ct`, emitted
     /// into `out` (the forward phase, then the reverse phase); the gradient's atom.
     fn gradient(&mut self, out: &mut Vec<Bind>, f: &E, x: &E, ct: &E) -> R<E> {
-        Ok(self.gradient_value(out, f, x, ct)?.0)
+        Ok(self.gradient_value(out, f, x, ct, false)?.0)
     }
 
     /// [`Transform::gradient`] and the primal value (an atom, or a literal zero-free copy).
-    fn gradient_value(&mut self, out: &mut Vec<Bind>, f: &E, x: &E, ct: &E) -> R<(E, E)> {
+    /// `check`: the cotangent is the user's (`vjp`), so its shape is checked against the output's.
+    fn gradient_value(&mut self, out: &mut Vec<Bind>, f: &E, x: &E, ct: &E, check: bool) -> R<(E, E)> {
         let lam = self.resolve(f)?;
         let body = self.apply_known(&lam, x)?;
         let anf = {
@@ -438,6 +507,9 @@ impl<'m> Transform<'m> {
         }
         let start = out.len();
         ad.forward(out, &binds)?;
+        if check {
+            ad.t.check_cotangent(out, &res, ct, 0, 1)?;
+        }
         let middle = out.len();
         if let Some(seed) = ad.decompose(out, ct, false)? {
             ad.add(out, &res, seed)?;
@@ -456,6 +528,14 @@ impl<'m> Transform<'m> {
             SiteListing { span: self.span, forward: show(&out[start..middle]), reverse: show(&out[middle..]) };
         self.listings.push(listing);
         Ok((g, res))
+    }
+}
+
+/// The call spine `e` located at `span` (where a failure of the call is reported).
+fn at_span(e: E, span: Span) -> E {
+    match &e.kind {
+        ExprKind::App(h, a) => Expr::new(ExprKind::App(at_span(h.clone(), span), a.clone()), span, e.ty.clone()),
+        _ => Expr::new(e.kind.clone(), span, e.ty.clone()),
     }
 }
 
@@ -583,9 +663,14 @@ impl Ad<'_, '_> {
                 {
                     if args.len() == 3 {
                         let args: Vec<E> = args.into_iter().cloned().collect();
-                        self.loop_forward(out, b, *bi, &args)?;
+                        self.loop_forward(out, b, *bi, &args, None)?;
                         continue;
                     }
+                }
+                if let (ExprKind::Var(_, VarRef::Builtin(Builtin::While)), 3) = (&h.kind, args.len()) {
+                    let args: Vec<E> = args.into_iter().cloned().collect();
+                    self.while_forward(out, b, &args)?;
+                    continue;
                 }
             }
             out.push(b.clone());
@@ -858,6 +943,9 @@ impl Ad<'_, '_> {
                 self.prim(out, Prim::Builtin(b), args, &g, &zv)
             }
             B::ToReal | B::Len => Ok(()),
+            // Rule 15 with ∂ = 0: floor and round are locally constant (0 at the kinks too,
+            // docs/language.md §5), so their argument's adjoint is a symbolic zero.
+            B::Floor | B::Round => Ok(()),
             // sum: the transpose of Σ broadcasts the adjoint.
             B::Sum => {
                 let Adj::R(g) = g else { return self.err("`sum` of arrays") };
@@ -929,7 +1017,7 @@ impl Ad<'_, '_> {
                 }
                 self.add(out, &args[0], Adj::A(gz))
             }
-            B::Fold | B::Iterate | B::RevIterate => self.rev_fold(out, z, g),
+            B::Fold | B::Iterate | B::RevIterate | B::While => self.rev_fold(out, z, g),
             _ => self.err(format!("a gradient through `{}`", b.name())),
         }
     }
@@ -1164,9 +1252,43 @@ impl Ad<'_, '_> {
         Ok(())
     }
 
+    /// Forward phase of an active `while p f x0` (rule `while` of docs/pullback-semantics.md: the
+    /// iteration count is discrete, so near the point the loop is `iterate n f x0`): a counting
+    /// run `while (λs. p s.0) (λs. (f s.0, s.1 + 1)) (x0, 0)` gives the value and `n`; the loop
+    /// is then differentiated as `iterate n f x0`. When the reverse reads the carry, the taping
+    /// `iterate` runs the body a second time (forward cost ≤ 2× the loop); otherwise the counting
+    /// run's value is the primal and nothing is run twice.
+    fn while_forward(&mut self, out: &mut Vec<Bind>, b: &Bind, args: &[E]) -> R<()> {
+        let (p, f, x0) = (self.t.refresh(&args[0]), &args[1], &args[2]);
+        let f1 = self.t.refresh(f);
+        let ty = b.ty.clone();
+        let sty = Type::tuple(vec![ty.clone(), Type::Int]);
+        // λs. p s.0
+        let sid = self.t.fresh();
+        let s = var(sid, &"s".into(), &sty);
+        let mut pb = Vec::new();
+        let a = self.emit(&mut pb, "a", proj(&s, 0));
+        let c = self.emit(&mut pb, "c", mk(ExprKind::App(p, a), Type::Bool));
+        let pl = lam(sid, &"s".into(), &sty, lets(pb, c));
+        // λs. (f s.0, s.1 + 1)
+        let sid = self.t.fresh();
+        let s = var(sid, &"s".into(), &sty);
+        let mut fb = Vec::new();
+        let a = self.emit(&mut fb, "a", proj(&s, 0));
+        let k = self.emit(&mut fb, "k", proj(&s, 1));
+        let y = self.emit(&mut fb, "y", mk(ExprKind::App(f1, a), ty.clone()));
+        let k1 = self.emit(&mut fb, "k", bin(BinOp::Add, &k, &int(1), Type::Int));
+        let fl = lam(sid, &"s".into(), &sty, lets(fb, tuple(vec![y, k1])));
+        let r = self.emit(out, "w", call(Builtin::While, &[pl, fl, tuple(vec![x0.clone(), int(0)])], sty));
+        let n = self.emit(out, "n", proj(&r, 1));
+        let it = Bind { rhs: call(Builtin::Iterate, &[n.clone(), f.clone(), x0.clone()], ty), ..b.clone() };
+        self.loop_forward(out, &it, Builtin::Iterate, &[n, f.clone(), x0.clone()], Some(proj(&r, 0)))
+    }
+
     /// Forward phase of an active `fold f z xs` / `iterate n f z`: builds its reverse loop now,
-    /// and tapes the carry when that reverse reads it.
-    fn loop_forward(&mut self, out: &mut Vec<Bind>, b: &Bind, bi: Builtin, args: &[E]) -> R<()> {
+    /// and tapes the carry when that reverse reads it (otherwise the primal is `b` itself, or
+    /// `untaped` when given).
+    fn loop_forward(&mut self, out: &mut Vec<Bind>, b: &Bind, bi: Builtin, args: &[E], untaped: Option<E>) -> R<()> {
         let fold = bi == Builtin::Fold;
         let (f, z0) = if fold { (&args[0], &args[1]) } else { (&args[1], &args[2]) };
         let xs = if fold { Some(args[2].clone()) } else { None };
@@ -1310,7 +1432,10 @@ impl Ad<'_, '_> {
             out.push(Bind { id: tape_id, name: "tape".into(), ty: tape_ty, rhs: proj(&fin, 1) });
             out.push(Bind { id: b.id, name: b.name.clone(), ty: bty.clone(), rhs: proj(&fin, 2) });
         } else {
-            out.push(b.clone());
+            match untaped {
+                Some(rhs) => out.push(Bind { rhs, ..b.clone() }),
+                None => out.push(b.clone()),
+            }
         }
         self.tys.insert(tape_id, ("tape".into(), tape_ty_of(&sk_ty)));
         self.loops.insert(b.id, LoopRev { body: body_rev, carried, n, init: z0.clone() });
@@ -1421,6 +1546,8 @@ fn builtin_allocates(b: Builtin) -> bool {
             | B::Neg
             | B::Max
             | B::Min
+            | B::Floor
+            | B::Round
             | B::ToReal
             | B::Len
             | B::Sum
@@ -1429,6 +1556,7 @@ fn builtin_allocates(b: Builtin) -> bool {
             | B::AccAddAll
             | B::AccAxpy
             | B::TapeSet
+            | B::CtCheck
     )
 }
 

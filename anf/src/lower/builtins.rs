@@ -258,6 +258,15 @@ impl Lowerer<'_> {
                 }
                 LVal::Word(a)
             }
+            B::CtCheck => {
+                let (n, m, path) = (w(0)?, w(1)?, w(2)?);
+                let differ = self.b().icmp(Cmp::Ne, n, m);
+                let shift = self.b().iconst(1 << ir::COTANGENT_PATH_SHIFT);
+                let hi = self.b().binary(BinaryOp::Imul, path, shift);
+                let a = self.b().binary(BinaryOp::Iadd, n, hi);
+                self.fail_if(differ, TrapCode::CotangentLength, site, a, m);
+                LVal::Unit
+            }
             B::AccAddAll | B::AccAxpy => {
                 let a = w(0)?;
                 let s = w(1)?;
