@@ -78,6 +78,8 @@ pub fn transform_listing(mono: &MonoProgram) -> R<(Option<MonoProgram>, Vec<Site
         bodies: Vec::new(),
         listings: Vec::new(),
         scope: FxHashMap::default(),
+        omegas: FxHashMap::default(),
+        duals: FxHashMap::default(),
     };
     let mut defs = Vec::with_capacity(mono.defs.len());
     for d in &mono.defs {
@@ -115,6 +117,8 @@ pub fn value_and_gradient(mono: &MonoProgram, f: DefId) -> R<MonoProgram> {
         bodies: Vec::new(),
         listings: Vec::new(),
         scope: FxHashMap::default(),
+        omegas: FxHashMap::default(),
+        duals: FxHashMap::default(),
     };
     t.bodies = base.defs.iter().map(|d| d.body.clone()).collect();
     let xid = t.fresh();
@@ -127,6 +131,86 @@ pub fn value_and_gradient(mono: &MonoProgram, f: DefId) -> R<MonoProgram> {
     let mut defs = base.defs.clone();
     defs.push(MonoDef { name: format!("{}'valueAndGrad", def.name).into(), source: def.source, body, ty });
     Ok(MonoProgram { defs, next_local: t.next })
+}
+
+/// Where the root's value holds first-order dual vectors (`r*`), computed as their vectors `r`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DualShape {
+    /// No dual here.
+    Plain,
+    /// A dual vector `r*` of first-order type, computed as `unstar` of it.
+    Star,
+    /// A tuple whose components hold duals.
+    Tuple(Vec<DualShape>),
+}
+
+impl DualShape {
+    fn of(t: &Type) -> Option<DualShape> {
+        match t {
+            Type::Dual(v) if v.is_first_order() => Some(DualShape::Star),
+            Type::Tuple(ts) => {
+                let cs: Vec<DualShape> = ts.iter().map(DualShape::of).collect::<Option<_>>()?;
+                Some(if cs.iter().all(|c| *c == DualShape::Plain) { DualShape::Plain } else { DualShape::Tuple(cs) })
+            }
+            t => {
+                let mut dual = false;
+                t.visit(&mut |u| dual = dual || matches!(u, Type::Dual(_)));
+                (!dual).then_some(DualShape::Plain)
+            }
+        }
+    }
+}
+
+/// A root whose value is a first-order dual vector, or a tuple holding some (`(pullback f (omega c))
+/// x`, `star v`, `(omega c) x`): the program with the root computing their vectors instead
+/// (`unstar` pushed through the root's tuples and `let`s, where the transform compiles it: rules
+/// 3 and 17 give `unstar ((Ω f)·(Ω c)) x = vjp f x c`), and where the caller puts the `*` back.
+/// `None` when the root holds no dual, or one that is not first order.
+pub fn unstar_root(mono: &MonoProgram) -> Option<(MonoProgram, DualShape)> {
+    let root = mono.defs.last()?;
+    let shape = DualShape::of(&root.ty)?;
+    if shape == DualShape::Plain {
+        return None;
+    }
+    let mut next = mono.next_local;
+    let body = unstar_expr(&root.body, &shape, &mut next);
+    let mut out = mono.clone();
+    let d = out.defs.last_mut()?;
+    d.ty = body.ty.clone();
+    d.body = body;
+    out.next_local = next;
+    Some((out, shape))
+}
+
+fn unstar_expr(e: &E, shape: &DualShape, next: &mut u32) -> E {
+    match (&e.kind, shape) {
+        (_, DualShape::Plain) => e.clone(),
+        (ExprKind::Ann(a, _), _) => unstar_expr(a, shape, next),
+        (ExprKind::Let(p, rhs, body), _) => {
+            let b = unstar_expr(body, shape, next);
+            let ty = b.ty.clone();
+            Expr::new(ExprKind::Let(p.clone(), rhs.clone(), b), e.span, ty)
+        }
+        (ExprKind::Tuple(xs), DualShape::Tuple(cs)) => {
+            let xs: Vec<E> = xs.iter().zip(cs).map(|(x, c)| unstar_expr(x, c, next)).collect();
+            let ty = Type::tuple(xs.iter().map(|x| x.ty.clone()).collect());
+            Expr::new(ExprKind::Tuple(xs), e.span, ty)
+        }
+        (_, DualShape::Tuple(cs)) => {
+            let id = LocalId(*next);
+            *next += 1;
+            let r = var(id, &"r".into(), &e.ty);
+            let xs: Vec<E> = cs.iter().enumerate().map(|(i, c)| unstar_expr(&proj(&r, i), c, next)).collect();
+            let body = tuple(xs);
+            let ty = body.ty.clone();
+            let p = Rc::new(Pat::var("r".into(), id, e.ty.clone()));
+            Expr::new(ExprKind::Let(p, e.clone(), body), e.span, ty)
+        }
+        (_, DualShape::Star) => {
+            let Type::Dual(v) = &e.ty else { return e.clone() };
+            at_span(call(Builtin::Unstar, std::slice::from_ref(e), (**v).clone()), e.span)
+        }
+    }
 }
 
 /// Does `mono` contain a differentiation site or any other construct of reverse mode?
@@ -161,6 +245,10 @@ struct Transform<'m> {
     listings: Vec<SiteListing>,
     /// Let-bound functions known at compile time, in scope at the site being rewritten.
     scope: FxHashMap<LocalId, E>,
+    /// Let-bound constant 1-forms `omega c`: the atom `c`.
+    omegas: FxHashMap<LocalId, E>,
+    /// Let-bound first-order duals `r*`: the atom `r`.
+    duals: FxHashMap<LocalId, E>,
 }
 
 fn not(what: impl Into<String>, span: Span) -> NotCompiled {
@@ -210,6 +298,31 @@ impl<'m> Transform<'m> {
         match &e.kind {
             // A let-bound function known at compile time is in scope for the sites in the body
             // (binders are unique, so what it captures is in scope there too).
+            // A let-bound constant 1-form `omega c` or first-order dual: its uses are rewritten
+            // (`pullback f w`, `d t`, `unstar d`), so the binding goes; a use of another kind
+            // is not compiled.
+            ExprKind::Let(p, rhs, body) if self.omega_of(rhs).is_some() || matches!(p.ty, Type::Dual(_)) => {
+                if let PatKind::Var(_, id) = &p.kind {
+                    let mut out = Vec::new();
+                    if let Some(c) = self.omega_of(rhs) {
+                        let c = self.rewrite(&c)?;
+                        let c = self.bind(&mut out, "c", c);
+                        self.omegas.insert(*id, c);
+                    } else if let Some(v) = self.vector_of(rhs, rhs)? {
+                        let v = self.bind(&mut out, "dv", v);
+                        self.duals.insert(*id, v);
+                    } else {
+                        return Err(not("a dual vector not known at compile time", rhs.span));
+                    }
+                    let body2 = self.rewrite(body)?;
+                    let mut fv = FxHashSet::default();
+                    free_locals(&body2, &mut fv);
+                    if fv.contains(id) {
+                        return Err(not("a dual vector or 1-form used as a value", rhs.span));
+                    }
+                    return Ok(lets(out, body2));
+                }
+            }
             ExprKind::Let(p, rhs, body) if is_fun(&p.ty) => {
                 if let PatKind::Var(_, id) = &p.kind {
                     let rhs2 = self.rewrite(rhs)?;
@@ -226,47 +339,33 @@ impl<'m> Transform<'m> {
             ExprKind::Var(_, VarRef::Builtin(b)) if is_reverse_builtin(*b) => {
                 return Err(not(format!("`{}` not applied to all its arguments", b.name()), e.span))
             }
+            ExprKind::App(d, t) if matches!(d.ty, Type::Dual(_)) => {
+                // A first-order dual applied to a tangent: the pairing ⟨v, t⟩ of its vector
+                // (`(pullback f (omega c)) x t = ⟨vjp f x c, t⟩`: rules 3 and 17, then `r*`).
+                if let Some(v) = self.vector_of(d, e)? {
+                    let t = self.rewrite(t)?;
+                    return self.pairing(v, t);
+                }
+            }
             ExprKind::App(..) => {
                 let (h, args) = anf::anormal::spine(e);
-                // (pullback f (omega c)) x t = ⟨vjp f x c, t⟩ (the constant 1-form pulled back,
-                // at x, applied to the tangent t: rules 3 and 17 with the dual's pairing).
-                if let Some((f, c)) = pullback_of_omega(h) {
-                    if args.len() == 2 {
-                        self.span = e.span;
-                        let f = self.rewrite(f)?;
-                        let c = self.rewrite(c)?;
-                        let x = self.rewrite(args[0])?;
-                        let t = self.rewrite(args[1])?;
-                        let v = self.site(Builtin::Vjp, &[f, x, c], e, false)?;
-                        self.sites += 1;
-                        return self.pairing(v, t);
-                    }
-                }
-                // unstar ((pullback f (omega c)) x) = vjp f x c; unstar (star v) = v;
-                // (star v) t = ⟨v, t⟩.
                 if let (ExprKind::Var(_, VarRef::Builtin(Builtin::Unstar)), [a]) = (&strip(h).kind, args.as_slice()) {
-                    let (h2, args2) = anf::anormal::spine(strip(a));
-                    if let (Some((f, c)), [x]) = (pullback_of_omega(h2), args2.as_slice()) {
-                        self.span = e.span;
-                        let f = self.rewrite(f)?;
-                        let c = self.rewrite(c)?;
-                        let x = self.rewrite(x)?;
-                        let v = self.site(Builtin::Vjp, &[f, x, c], e, false)?;
-                        self.sites += 1;
+                    if let Some(v) = self.vector_of(a, e)? {
                         return Ok(v);
                     }
-                    if let (ExprKind::Var(_, VarRef::Builtin(Builtin::Star)), [v]) = (&strip(h2).kind, args2.as_slice())
-                    {
-                        self.sites += 1;
-                        return self.rewrite(v);
-                    }
                 }
-                if let ExprKind::App(s, v) = &strip(h).kind {
-                    if let (ExprKind::Var(_, VarRef::Builtin(Builtin::Star)), [t]) = (&strip(s).kind, args.as_slice()) {
-                        let v = self.rewrite(v)?;
-                        let t = self.rewrite(t)?;
+                // jac f s x = (J f · s) x; for f to Real it is ⟨∇f(x), s⟩, the pairing of the
+                // vjp along 1.0 with the tangent (rule 15's Jacobian, transposed by rule 5).
+                if let (ExprKind::Var(_, VarRef::Builtin(Builtin::Jac)), [f, s, x]) = (&strip(h).kind, args.as_slice())
+                {
+                    if e.ty == Type::Real {
+                        self.span = e.span;
+                        let f = self.rewrite(f)?;
+                        let s = self.rewrite(s)?;
+                        let x = self.rewrite(x)?;
+                        let v = self.site(Builtin::Vjp, &[f, x, real(1.0)], e, false)?;
                         self.sites += 1;
-                        return self.pairing(v, t);
+                        return self.pairing(v, s);
                     }
                 }
                 if let ExprKind::Var(_, VarRef::Builtin(b)) = &strip(h).kind {
@@ -285,6 +384,78 @@ impl<'m> Transform<'m> {
             _ => {}
         }
         map_children(e, &mut |c| self.rewrite(c))
+    }
+
+    /// `c` of a constant 1-form `omega c` (or of a variable bound to one).
+    fn omega_of(&self, w: &E) -> Option<E> {
+        let w = strip(w);
+        match &w.kind {
+            ExprKind::App(o, c) if matches!(strip(o).kind, ExprKind::Var(_, VarRef::Builtin(Builtin::Omega))) => {
+                Some(c.clone())
+            }
+            ExprKind::Var(_, VarRef::Local(id)) => self.omegas.get(id).cloned(),
+            _ => None,
+        }
+    }
+
+    /// The vector `r` of a first-order dual `r*` written in a form the transform compiles (site
+    /// `e`), as a term: `None` for another form.
+    fn vector_of(&mut self, d: &E, e: &E) -> R<Option<E>> {
+        let d = strip(d);
+        match &d.kind {
+            ExprKind::Var(_, VarRef::Local(id)) => return Ok(self.duals.get(id).cloned()),
+            // Rule 5: a dual map (λp. S)*·W with S linear (the `lin` check) sends W's vector to
+            // its transpose, the vjp of λp. S along it (at any point: zero).
+            ExprKind::Dual(p, body, w) => {
+                let Some(z) = zero_point(&p.ty) else { return Ok(None) };
+                let Some(wv) = self.vector_of(w, e)? else { return Ok(None) };
+                let body = self.rewrite(body)?;
+                let ty = Type::fun(p.ty.clone(), body.ty.clone());
+                let f = Expr::new(ExprKind::Lam(p.clone(), body), d.span, ty);
+                self.span = d.span;
+                let v = self.site(Builtin::Vjp, &[f, z, wv], e, false)?;
+                self.sites += 1;
+                return Ok(Some(v));
+            }
+            _ => {}
+        }
+        let (h, args) = anf::anormal::spine(d);
+        // unstar ((pullback f (omega c)) x) = vjp f x c (rules 3 and 17).
+        if let (ExprKind::Pullback(f, w), [x]) = (&strip(h).kind, args.as_slice()) {
+            let Some(c) = self.omega_of(w) else { return Ok(None) };
+            self.span = e.span;
+            let f = self.rewrite(f)?;
+            let c = self.rewrite(&c)?;
+            let x = self.rewrite(x)?;
+            let v = self.site(Builtin::Vjp, &[f, x, c], e, false)?;
+            self.sites += 1;
+            return Ok(Some(v));
+        }
+        match (&strip(h).kind, args.as_slice()) {
+            // unstar (star v) = v.
+            (ExprKind::Var(_, VarRef::Builtin(Builtin::Star)), [v]) => {
+                self.sites += 1;
+                Ok(Some(self.rewrite(v)?))
+            }
+            // (Ω c) x = c* at any point (rule 1: Ω c is λx. c*).
+            (ExprKind::Var(_, VarRef::Builtin(Builtin::Omega)), [c, x]) => {
+                self.sites += 1;
+                let c = self.rewrite(c)?;
+                let x = self.rewrite(x)?;
+                let mut out = Vec::new();
+                self.bind(&mut out, "x", x);
+                Ok(Some(lets(out, c)))
+            }
+            (ExprKind::Var(_, VarRef::Local(w)), [x]) if self.omegas.contains_key(w) => {
+                self.sites += 1;
+                let c = self.omegas[w].clone();
+                let x = self.rewrite(x)?;
+                let mut out = Vec::new();
+                self.bind(&mut out, "x", x);
+                Ok(Some(lets(out, c)))
+            }
+            _ => Ok(None),
+        }
     }
 
     /// `check`: a `vjp` the user wrote (its cotangent is checked against the output, as the
@@ -531,19 +702,24 @@ impl<'m> Transform<'m> {
     }
 }
 
+/// A point of type `t` (zero) when one is known without a shape (no arrays).
+fn zero_point(t: &Type) -> Option<E> {
+    Some(match t {
+        Type::Real => real(0.0),
+        Type::Int => int(0),
+        Type::Bool => mk(ExprKind::Lit(Lit::Bool(false)), Type::Bool),
+        Type::Unit => mk(ExprKind::Lit(Lit::Unit), Type::Unit),
+        Type::Tuple(ts) => tuple(ts.iter().map(zero_point).collect::<Option<_>>()?),
+        _ => return None,
+    })
+}
+
 /// The call spine `e` located at `span` (where a failure of the call is reported).
 fn at_span(e: E, span: Span) -> E {
     match &e.kind {
         ExprKind::App(h, a) => Expr::new(ExprKind::App(at_span(h.clone(), span), a.clone()), span, e.ty.clone()),
         _ => Expr::new(e.kind.clone(), span, e.ty.clone()),
     }
-}
-
-/// `pullback f (omega c)`'s `f` and `c`.
-fn pullback_of_omega(h: &E) -> Option<(&E, &E)> {
-    let ExprKind::Pullback(f, w) = &strip(h).kind else { return None };
-    let ExprKind::App(o, c) = &strip(w).kind else { return None };
-    matches!(strip(o).kind, ExprKind::Var(_, VarRef::Builtin(Builtin::Omega))).then_some((f, c))
 }
 
 /// `f a1 … an` with `f` a λ: `let p1 = a1 in … (body a(k+1) …)`, `let`s floated out of the head.
