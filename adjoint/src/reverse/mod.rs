@@ -80,17 +80,107 @@ pub fn transform_listing(mono: &MonoProgram) -> R<(Option<MonoProgram>, Vec<Site
         scope: FxHashMap::default(),
         omegas: FxHashMap::default(),
         duals: FxHashMap::default(),
+        pending: FxHashMap::default(),
     };
     let mut defs = Vec::with_capacity(mono.defs.len());
-    for d in &mono.defs {
-        let body = t.rewrite(&d.body)?;
+    for (i, d) in mono.defs.iter().enumerate() {
+        let body = match t.rewrite(&d.body) {
+            Ok(b) => b,
+            // A definition that differentiates one of its function parameters: specialised at
+            // each call (the function argument known there), the definition itself left out.
+            Err(nc) if function_params(&d.body) > 0 && uses_reverse_mode_in(&d.body) => {
+                t.pending.insert(DefId(i as u32), nc);
+                d.body.clone()
+            }
+            Err(nc) => return Err(nc),
+        };
         t.bodies.push(body.clone());
         defs.push(MonoDef { body, ..d.clone() });
     }
     if t.sites == 0 {
         return Ok((None, t.listings));
     }
+    if t.pending.is_empty() {
+        return Ok((Some(MonoProgram { defs, next_local: t.next }), t.listings));
+    }
+    // Drop the specialised definitions; one still used keeps its reason.
+    let mut keep = Vec::new();
+    let mut renumber = FxHashMap::default();
+    for (i, d) in defs.iter().enumerate() {
+        let id = DefId(i as u32);
+        if !t.pending.contains_key(&id) {
+            renumber.insert(id, DefId(keep.len() as u32));
+            keep.push(d.clone());
+        }
+    }
+    for d in &keep {
+        let mut used = None;
+        globals(&d.body, &mut |g| {
+            if used.is_none() && t.pending.contains_key(&g) {
+                used = Some(g);
+            }
+        });
+        if let Some(g) = used {
+            return Err(t.pending[&g].clone());
+        }
+    }
+    let defs = keep.into_iter().map(|d| MonoDef { body: renumber_globals(&d.body, &renumber), ..d }).collect();
     Ok((Some(MonoProgram { defs, next_local: t.next }), t.listings))
+}
+
+/// Does `e` bind the local `id` (by `let` or λ)?
+fn binds_local(e: &E, id: LocalId) -> bool {
+    let here = match &e.kind {
+        ExprKind::Let(p, _, _) | ExprKind::Lam(p, _) => p.binders().into_iter().any(|(_, b)| b == id),
+        _ => false,
+    };
+    let mut found = here;
+    frontend::lin::for_each_child(e, &mut |c| found = found || binds_local(c, id));
+    found
+}
+
+/// How many leading λ parameters of `body` reach its last function-typed one (0: none).
+fn function_params(body: &E) -> usize {
+    let (mut n, mut last, mut cur) = (0, 0, strip(body));
+    while let ExprKind::Lam(p, b) = &cur.kind {
+        n += 1;
+        if is_fun(&p.ty) {
+            last = n;
+        }
+        cur = strip(b);
+    }
+    last
+}
+
+fn uses_reverse_mode_in(e: &E) -> bool {
+    let here = match &e.kind {
+        ExprKind::Pullback(..) | ExprKind::Dual(..) => true,
+        ExprKind::Var(_, VarRef::Builtin(b)) => is_reverse_builtin(*b),
+        _ => false,
+    };
+    let mut found = here;
+    frontend::lin::for_each_child(e, &mut |c| found = found || uses_reverse_mode_in(c));
+    found
+}
+
+/// Calls `f` on every definition `e` refers to.
+fn globals(e: &E, f: &mut dyn FnMut(DefId)) {
+    if let ExprKind::Var(_, VarRef::Global(d)) = &e.kind {
+        f(*d);
+    }
+    frontend::lin::for_each_child(e, &mut |c| globals(c, f));
+}
+
+fn renumber_globals(e: &E, map: &FxHashMap<DefId, DefId>) -> E {
+    match &e.kind {
+        ExprKind::Var(n, VarRef::Global(d)) => {
+            Expr::new(ExprKind::Var(n.clone(), VarRef::Global(map[d])), e.span, e.ty.clone())
+        }
+        _ => match map_children(e, &mut |c| Ok::<E, ()>(renumber_globals(c, map))) {
+            Ok(x) => x,
+            Err(()) => e.clone(),
+        },
+    }
 }
 
 /// `mono` (transformed) with one more definition, the new root: `λx. (f x, grad f x)` for the
@@ -98,6 +188,8 @@ pub fn transform_listing(mono: &MonoProgram) -> R<(Option<MonoProgram>, Vec<Site
 /// phase (what `runtime::api::Gradient` compiles).
 pub fn value_and_gradient(mono: &MonoProgram, f: DefId) -> R<MonoProgram> {
     let base = transform(mono)?.unwrap_or_else(|| mono.clone());
+    // The transform may leave out definitions it specialised: find `f` again by name.
+    let f = base.find(&mono.def(f).name).unwrap_or(base.root());
     let def = base.def(f).clone();
     let span = strip(&def.body).span;
     let Type::Fun(s, r) = &def.ty else {
@@ -119,6 +211,7 @@ pub fn value_and_gradient(mono: &MonoProgram, f: DefId) -> R<MonoProgram> {
         scope: FxHashMap::default(),
         omegas: FxHashMap::default(),
         duals: FxHashMap::default(),
+        pending: FxHashMap::default(),
     };
     t.bodies = base.defs.iter().map(|d| d.body.clone()).collect();
     let xid = t.fresh();
@@ -245,6 +338,9 @@ struct Transform<'m> {
     listings: Vec<SiteListing>,
     /// Let-bound functions known at compile time, in scope at the site being rewritten.
     scope: FxHashMap<LocalId, E>,
+    /// Definitions that differentiate a function parameter, specialised at their calls (with
+    /// why the definition alone is not compiled).
+    pending: FxHashMap<DefId, NotCompiled>,
     /// Let-bound constant 1-forms `omega c`: the atom `c`.
     omegas: FxHashMap<LocalId, E>,
     /// Let-bound first-order duals `r*`: the atom `r`.
@@ -349,6 +445,15 @@ impl<'m> Transform<'m> {
             }
             ExprKind::App(..) => {
                 let (h, args) = anf::anormal::spine(e);
+                // A call of a definition that differentiates a function parameter: inlined, so
+                // the argument is known at its sites.
+                if let ExprKind::Var(_, VarRef::Global(d)) = &strip(h).kind {
+                    if self.pending.contains_key(d) && args.len() >= function_params(&self.mono.def(*d).body) {
+                        let l = self.refresh(&self.mono.def(*d).body.clone());
+                        let t = beta(&l, &args);
+                        return self.rewrite(&t);
+                    }
+                }
                 if let (ExprKind::Var(_, VarRef::Builtin(Builtin::Unstar)), [a]) = (&strip(h).kind, args.as_slice()) {
                     if let Some(v) = self.vector_of(a, e)? {
                         return Ok(v);
@@ -375,6 +480,16 @@ impl<'m> Transform<'m> {
                         let out = self.site(*b, &args, e, *b == Builtin::Vjp)?;
                         self.sites += 1;
                         return Ok(out);
+                    }
+                    // `grad f` as a value: its η-expansion `λx. grad f x`, a site in a λ.
+                    if matches!(b, Builtin::Grad | Builtin::Vjp | Builtin::Jacobian) && args.len() < b.arity() {
+                        if let Type::Fun(a, r) = &e.ty {
+                            let id = self.fresh();
+                            let x = var(id, &"x".into(), a);
+                            let body = Expr::new(ExprKind::App(e.clone(), x), e.span, (**r).clone());
+                            let l = lam(id, &"x".into(), a, body);
+                            return self.rewrite(&l);
+                        }
                     }
                     if is_reverse_builtin(*b) {
                         return Err(not(format!("`{}`", b.name()), e.span));
@@ -1565,7 +1680,8 @@ impl Ad<'_, '_> {
         let mut fv = FxHashSet::default();
         free_locals(&body_rev, &mut fv);
         let taped = fv.contains(&tape_id);
-        if holes.iter().any(|h| fv.contains(h)) {
+        // A hole's binding survives the reverse body's dead-code elimination only if it is read.
+        if holes.iter().any(|h| fv.contains(h) || binds_local(&body_rev, *h)) {
             return self.err("a gradient through a loop whose reverse reads an array it carries");
         }
         if taped {
