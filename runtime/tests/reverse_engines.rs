@@ -29,6 +29,8 @@ const MUST_COMPILE: &[&str] = &[
     "pb_hessian_vector",
     "pb_hvp_array",
     "pb_hvp_array_closure",
+    "pb_hvp_array_fold",
+    "pb_iterate_array_carry",
     "pb_if_branch",
     "pb_iterate",
     "pb_jacobian",

@@ -27,7 +27,8 @@
 //!
 //! Invariants of the output: `mono::verify` holds (every binder fresh, every type ground); each
 //! accumulator array is passed to exactly one internal builtin and never used afterwards
-//! (so updating it in place is invisible); tapes hold only scalars and tuples of scalars.
+//! (so updating it in place is invisible); a tape holds scalars, or (written by a non-compacting
+//! `iterate'`) the whole carry when the reverse reads an array it carries.
 //! A site the transform cannot handle is reported as [`NotCompiled`] naming it.
 
 pub mod term;
@@ -127,6 +128,8 @@ pub fn transform_listing(mono: &MonoProgram) -> R<(Option<MonoProgram>, Vec<Site
     let defs = keep.into_iter().map(|d| MonoDef { body: renumber_globals(&d.body, &renumber), ..d }).collect();
     Ok((Some(MonoProgram { defs, next_local: t.next }), t.listings))
 }
+
+const READS_CARRIED_ARRAY: &str = "a gradient through a loop whose reverse reads an array it carries";
 
 /// Does `e` bind the local `id` (by `let` or λ)?
 fn binds_local(e: &E, id: LocalId) -> bool {
@@ -1580,6 +1583,25 @@ impl Ad<'_, '_> {
     /// and tapes the carry when that reverse reads it (otherwise the primal is `b` itself, or
     /// `untaped` when given).
     fn loop_forward(&mut self, out: &mut Vec<Bind>, b: &Bind, bi: Builtin, args: &[E], untaped: Option<E>) -> R<()> {
+        match self.loop_forward_with(out, b, bi, args, untaped.clone(), false) {
+            Err(e) if e.what == READS_CARRIED_ARRAY => self.loop_forward_with(out, b, bi, args, untaped, true),
+            r => r,
+        }
+    }
+
+    /// [`Ad::loop_forward`]; `tape_all`: the tape holds the whole carry, arrays included (the
+    /// reverse reads an array the loop carries). Such a tape holds pointers to arrays the loop
+    /// makes, so the taping loop is not compacted (`iterate'`): its arena keeps every carry the
+    /// reverse reads, which is the tape's memory anyway.
+    fn loop_forward_with(
+        &mut self,
+        out: &mut Vec<Bind>,
+        b: &Bind,
+        bi: Builtin,
+        args: &[E],
+        untaped: Option<E>,
+        tape_all: bool,
+    ) -> R<()> {
         let fold = bi == Builtin::Fold;
         let (f, z0) = if fold { (&args[0], &args[1]) } else { (&args[1], &args[2]) };
         let xs = if fold { Some(args[2].clone()) } else { None };
@@ -1594,10 +1616,12 @@ impl Ad<'_, '_> {
         // array in the carry is never taped — values in the tape are scalars, which keeps loop
         // compaction sound — and the reverse must not read one).
         let comps: Vec<(Type, bool)> = match &bty {
-            Type::Tuple(ts) if holds_array(&bty) => ts.iter().map(|t| (t.clone(), holds_array(t))).collect(),
+            Type::Tuple(ts) if holds_array(&bty) && !tape_all => {
+                ts.iter().map(|t| (t.clone(), holds_array(t))).collect()
+            }
             t => vec![(t.clone(), holds_array(t))],
         };
-        let whole = !matches!(&bty, Type::Tuple(_)) || !holds_array(&bty);
+        let whole = tape_all || !matches!(&bty, Type::Tuple(_)) || !holds_array(&bty);
         let scalars: Vec<Type> = comps.iter().filter(|(_, h)| !h).map(|(t, _)| t.clone()).collect();
         let sk_ty = if whole {
             bty.clone()
@@ -1622,7 +1646,7 @@ impl Ad<'_, '_> {
             // The carry's primal, rebuilt from the tape (not part of the series: the reverse must
             // not consume the carry's adjoint at it).
             let mut parts: Vec<E> = Vec::new();
-            let a = if whole && !holds_array(&bty) {
+            let a = if whole && (tape_all || !holds_array(&bty)) {
                 ad.emit(bo, "a", index(&tape, i))
             } else if whole {
                 let h = ad.emit(bo, "hole", placeholder(&bty));
@@ -1682,7 +1706,7 @@ impl Ad<'_, '_> {
         let taped = fv.contains(&tape_id);
         // A hole's binding survives the reverse body's dead-code elimination only if it is read.
         if holes.iter().any(|h| fv.contains(h) || binds_local(&body_rev, *h)) {
-            return self.err("a gradient through a loop whose reverse reads an array it carries");
+            return self.err(READS_CARRIED_ARRAY);
         }
         if taped {
             // iterate n (λ(k, tape, acc). (k + 1, tapeSet' tape k acc, f acc xs.[k])) (0, tape' n, z)
@@ -1719,7 +1743,7 @@ impl Ad<'_, '_> {
             let next = tuple(vec![bin(BinOp::Add, &k, &int(1), Type::Int), tp2, res]);
             let step = lam(sid, &"s".into(), &sty, lets(bo, next));
             let init = tuple(vec![int(0), t0, z0.clone()]);
-            let it = if allocates(&step) { Builtin::Iterate } else { Builtin::RevIterate };
+            let it = if allocates(&step) && !tape_all { Builtin::Iterate } else { Builtin::RevIterate };
             let fin = self.emit(out, "s", call(it, &[n.clone(), step, init], sty));
             out.push(Bind { id: tape_id, name: "tape".into(), ty: tape_ty, rhs: proj(&fin, 1) });
             out.push(Bind { id: b.id, name: b.name.clone(), ty: bty.clone(), rhs: proj(&fin, 2) });

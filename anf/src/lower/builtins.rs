@@ -241,8 +241,9 @@ impl Lowerer<'_> {
                 LVal::Word(out)
             }
             B::AccAdd | B::TapeSet => {
-                // In place: the array argument is uniquely owned (adjoint::reverse), and only
-                // scalars or scalar tuples are written, so no pointer into later memory is stored.
+                // In place: the array argument is uniquely owned (adjoint::reverse). A tape written
+                // in a compacting loop holds scalars only; one holding arrays is written only by a
+                // non-compacting `iterate'` (adjoint::reverse), so no stored pointer is moved.
                 let (a, i) = (w(0)?, w(1)?);
                 let n = self.b().array_len(a);
                 let sv = self.site_value(site);
