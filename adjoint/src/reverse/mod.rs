@@ -707,6 +707,17 @@ impl<'m> Transform<'m> {
     fn known(&self, f: &E, env: &FxHashMap<LocalId, E>) -> Option<E> {
         let f = strip(f);
         match &f.kind {
+            // A partial application of a known function: its η-expansion `λy. f a… y` (inlined
+            // at each call, where the head is β-reduced).
+            ExprKind::App(..) if is_fun(&f.ty) => {
+                let (h, _) = anf::anormal::spine(f);
+                self.known(h, env)?;
+                let Type::Fun(a, r) = &f.ty else { return None };
+                let id = LocalId(u32::MAX);
+                let y = var(id, &"y".into(), a);
+                let body = mk(ExprKind::App(f.clone(), y), (**r).clone());
+                Some(lam(id, &"y".into(), a, body))
+            }
             ExprKind::Lam(..) => Some(f.clone()),
             ExprKind::Var(_, VarRef::Global(d)) if is_fun(&f.ty) => {
                 let body = strip(self.bodies.get(d.0 as usize).unwrap_or(&self.mono.def(*d).body));
