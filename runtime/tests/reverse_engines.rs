@@ -10,6 +10,7 @@ use pullback_gen::{close, reals};
 /// First-order and nested gradients that the transform compiles today.
 const MUST_COMPILE: &[&str] = &[
     "gradient_descent",
+    "paper_a2_church_sum",
     "paper_ex31_pullback",
     "paper_ex31_trace",
     "paper_ex33_anf",
@@ -18,6 +19,7 @@ const MUST_COMPILE: &[&str] = &[
     "pb_nested_explicit_array",
     "pb_star_unstar",
     "pb_build_index",
+    "pb_church_sum_scaled",
     "pb_closure",
     "pb_confusion",
     "pb_discrete_input",
@@ -25,6 +27,7 @@ const MUST_COMPILE: &[&str] = &[
     "pb_floor_round",
     "pb_fold_closure",
     "pb_fold_product",
+    "pb_function_input",
     "pb_gradient_descent",
     "pb_hessian_vector",
     "pb_hvp_array",

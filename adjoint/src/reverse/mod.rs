@@ -445,6 +445,9 @@ impl<'m> Transform<'m> {
                     let t = self.rewrite(t)?;
                     return self.pairing(v, t);
                 }
+                if let Some(r) = self.function_dual(d, t, e)? {
+                    return Ok(r);
+                }
             }
             ExprKind::App(..) => {
                 let (h, args) = anf::anormal::spine(e);
@@ -504,6 +507,53 @@ impl<'m> Transform<'m> {
         map_children(e, &mut |c| self.rewrite(c))
     }
 
+    /// `((pullback F (omega c)) x) t` at an input `x` of function type: the dual on a function
+    /// space (Mak & Ong, Corollary 4.8) applied to the tangent function `t` is `c` times the
+    /// derivative of `F` along `t`, the function space's linear structure being pointwise:
+    /// `c * grad (λε. F (λa. x a + ε · t a)) 0`, an ordinary site once `x` and `t` are known.
+    fn function_dual(&mut self, d: &E, t: &E, e: &E) -> R<Option<E>> {
+        let (h, args) = anf::anormal::spine(strip(d));
+        let (ExprKind::Pullback(f, w), [x]) = (&strip(h).kind, args.as_slice()) else { return Ok(None) };
+        let Some(c) = self.omega_of(w) else { return Ok(None) };
+        if !is_fun(&x.ty) || c.ty != Type::Real || e.ty != Type::Real {
+            return Ok(None);
+        }
+        let eid = self.fresh();
+        let eps = var(eid, &"eps".into(), &Type::Real);
+        let (xid, tid) = (self.fresh(), self.fresh());
+        let xv = var(xid, &"xf".into(), &x.ty);
+        let tv = var(tid, &"tf".into(), &t.ty);
+        let Some(moved) = self.along(&xv, &tv, &eps, &x.ty) else { return Ok(None) };
+        let body = mk(ExprKind::App((*f).clone(), moved), Type::Real);
+        let g = lam(eid, &"eps".into(), &Type::Real, body);
+        let grad = at_span(call(Builtin::Grad, &[g, real(0.0)], Type::Real), e.span);
+        let r = lets(
+            vec![
+                Bind { id: xid, name: "xf".into(), ty: x.ty.clone(), rhs: (*x).clone() },
+                Bind { id: tid, name: "tf".into(), ty: t.ty.clone(), rhs: t.clone() },
+            ],
+            rbin(BinOp::Mul, &c, &grad),
+        );
+        Ok(Some(self.rewrite(&r)?))
+    }
+
+    /// `x + ε · t` at type `ty`, pointwise through function types (`None`: a type without it).
+    fn along(&mut self, x: &E, t: &E, eps: &E, ty: &Type) -> Option<E> {
+        match ty {
+            Type::Real => Some(rbin(BinOp::Add, x, &rbin(BinOp::Mul, eps, t))),
+            ty if ty.is_discrete() => Some(x.clone()),
+            Type::Fun(a, r) => {
+                let id = self.fresh();
+                let av = var(id, &"a".into(), a);
+                let xa = mk(ExprKind::App(x.clone(), av.clone()), (**r).clone());
+                let ta = mk(ExprKind::App(t.clone(), av), (**r).clone());
+                let body = self.along(&xa, &ta, eps, r)?;
+                Some(lam(id, &"a".into(), a, body))
+            }
+            _ => None,
+        }
+    }
+
     /// `c` of a constant 1-form `omega c` (or of a variable bound to one).
     fn omega_of(&self, w: &E) -> Option<E> {
         let w = strip(w);
@@ -541,6 +591,9 @@ impl<'m> Transform<'m> {
         // unstar ((pullback f (omega c)) x) = vjp f x c (rules 3 and 17).
         if let (ExprKind::Pullback(f, w), [x]) = (&strip(h).kind, args.as_slice()) {
             let Some(c) = self.omega_of(w) else { return Ok(None) };
+            if is_fun(&x.ty) {
+                return Ok(None); // a dual on a function space: `function_dual`
+            }
             self.span = e.span;
             let f = self.rewrite(f)?;
             let c = self.rewrite(&c)?;
