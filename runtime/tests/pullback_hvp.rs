@@ -16,7 +16,7 @@
 #[allow(dead_code)] // shared with pullback_fd.rs, which uses the rest
 mod pullback_gen;
 
-use pullback_gen::{eval, lit, reals, Rng};
+use pullback_gen::{close, eval, eval_compiled, lit, reals, Rng};
 
 /// Nested pullbacks compose Jacobians symbolically (their cost grows quickly with the inner body),
 /// so the programs are small: one array primitive with a shallow closure.
@@ -111,6 +111,7 @@ fn nested_gradients_over_arrays_agree_with_differences_of_gradients() {
         let mut skipped = 0;
         let mut checked = 0;
         let mut failures = Vec::new();
+        let mut not_compiled = Vec::new();
         for k in 0..PROGRAMS {
             let n = 2 + rng.below(2) as usize;
             let mut g = Gen { rng: &mut rng, n, fresh: 0 };
@@ -145,6 +146,15 @@ fn nested_gradients_over_arrays_agree_with_differences_of_gradients() {
             }
             if products.len() < 2 {
                 continue;
+            }
+            // Compiled reverse mode (nested: the inner gradient's reverse phase differentiated
+            // again) gives the reducer's product, without falling back to the interpreter.
+            for (prog, hv) in &products {
+                match eval_compiled(prog) {
+                    Ok(v) if close(&reals(&v), hv) => {}
+                    Ok(v) => failures.push(format!("#{k}: compiled {:?}, reducer's {hv:?}\n{prog}", reals(&v))),
+                    Err(e) => not_compiled.push(format!("#{k}: {e}\n{prog}")),
+                }
             }
             let grad_at = |t: f64| -> Result<Vec<f64>, String> {
                 let q: Vec<f64> = point.iter().zip(&dir).map(|(p, v)| p + t * v).collect();
@@ -185,6 +195,7 @@ fn nested_gradients_over_arrays_agree_with_differences_of_gradients() {
             }
         }
         assert!(failures.is_empty(), "{} failures:\n\n{}", failures.len(), failures.join("\n\n"));
+        assert!(not_compiled.is_empty(), "{} not compiled:\n\n{}", not_compiled.len(), not_compiled.join("\n\n"));
         assert!(skipped * 20 <= checked, "{skipped} of {checked} components had unreliable differences");
     });
 }
