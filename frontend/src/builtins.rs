@@ -122,6 +122,10 @@ builtins! {
     // `iterate` whose body allocates nothing: compiled without compaction (its carried arrays are
     // accumulators or tapes, updated in place, never rebuilt).
     RevIterate = "iterate'" : "Int -> ('a -> 'a) -> 'a -> 'a";
+    // `ctCheck' n m path`: a vjp's cotangent has the output's length (`n`, the cotangent's `m`),
+    // else the error `vjp: the cotangent does not match…` (`path`: the tuple components it is in,
+    // `ir::TrapCode::CotangentLength`).
+    CtCheck = "ctCheck'" : "Int -> Int -> Int -> Unit";
 }
 
 impl Builtin {

@@ -43,6 +43,16 @@ pub fn run_in(mono: &MonoProgram, ctx: &mut CallCtx) -> Result<Run, Diagnostic> 
         let value = crate::interp::run(mono)?;
         Ok(Run { value, note: Some(format!("{what} is not compiled yet; evaluated by the reference interpreter")) })
     };
+    let original = mono;
+    // A root holding first-order dual vectors computes their vectors; the `*` is put back below.
+    let unstarred;
+    let (mono, duals) = match adjoint::reverse::unstar_root(mono) {
+        Some((m, shape)) => {
+            unstarred = m;
+            (&unstarred, Some(shape))
+        }
+        None => (mono, None),
+    };
     let transformed;
     let mono = match adjoint::reverse::transform(mono) {
         Ok(Some(t)) => {
@@ -51,7 +61,7 @@ pub fn run_in(mono: &MonoProgram, ctx: &mut CallCtx) -> Result<Run, Diagnostic> 
         }
         Ok(None) => mono,
         Err(nc) => {
-            let value = crate::interp::run(mono)?;
+            let value = crate::interp::run(original)?;
             return Ok(Run { value, note: Some(reverse_note(&nc)) });
         }
     };
@@ -69,7 +79,23 @@ pub fn run_in(mono: &MonoProgram, ctx: &mut CallCtx) -> Result<Run, Diagnostic> 
     };
     let machine = Machine::new(&lowered, span, BIG_STACK_BUDGET).map_err(|e| Diagnostic::error(span, e))?;
     let value = machine.run_main(ctx)?;
+    let value = match &duals {
+        Some(shape) => restar(value, shape),
+        None => value,
+    };
     Ok(Run { value, note: None })
+}
+
+/// `v` with the dual vectors `shape` marks made duals again (`r` ↦ `r*`).
+fn restar(v: Value, shape: &adjoint::reverse::DualShape) -> Value {
+    use adjoint::reverse::DualShape as S;
+    match (shape, &v) {
+        (S::Star, _) => Value::Star(Rc::new(v)),
+        (S::Tuple(cs), Value::Tuple(vs)) => {
+            Value::tuple(vs.iter().zip(cs).map(|(v, c)| restar(v.clone(), c)).collect())
+        }
+        _ => v,
+    }
 }
 
 /// The note for a program whose differentiation site the reverse-mode transform does not compile.

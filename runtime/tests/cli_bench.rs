@@ -24,7 +24,11 @@ fn bench_reports_both_engines() {
     assert!(text.starts_with("main = gchange 2\n") && text.contains("JIT          median"), "{text}");
     // A program the compiler does not handle yet is timed in the interpreter only, and says why.
     let h = dir.join("pullback.nbl");
-    std::fs::write(&h, "def main = (dual (fun v -> v * 2.0) (star 3.0)) 1.0\n").unwrap();
+    std::fs::write(
+        &h,
+        "def main = grad (fun (m : Array (Array Real)) -> sum (map (fun r -> dot r r) m)) [[1.0], [2.0]]\n",
+    )
+    .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_nabla")).arg("bench").arg(&h).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");

@@ -461,3 +461,24 @@ fn saddle_inner_solver_reproduces_the_published_constant() {
         }
     });
 }
+
+#[test]
+fn particle_and_saddle_full_solves_reproduce_the_published_constants() {
+    // `rr` differentiates through whole solvers with nested pullbacks: compiled reverse mode.
+    frontend::with_big_stack(|| {
+        use runtime::api::Backend;
+        let mut particle = runtime::api::Function::new(source("particle"), "rr").unwrap();
+        assert_eq!(particle.backend(), Backend::Compiled, "{:?}", particle.note());
+        let w = particle.call(&[runtime::value::Value::Real(0.0)]).unwrap().as_real().unwrap();
+        // GradBench's golden value; its check is absolute 1e-4 (|w| < 1), this one is tighter.
+        assert!((w - 0.2071918746486116).abs() <= 1e-9, "particle rr = {w}");
+        let mut saddle = runtime::api::Function::new(source("saddle"), "rr").unwrap();
+        assert_eq!(saddle.backend(), Backend::Compiled, "{:?}", saddle.note());
+        let start = runtime::value::Value::Array(std::rc::Rc::new(vec![runtime::value::Value::Real(1.0); 2]));
+        let r = saddle.call(&[start]).unwrap();
+        assert_eq!(
+            r.to_string(),
+            "[8.246324826140356e-6, 8.246324826140356e-6, 8.246324826140356e-6, 8.246324826140356e-6]"
+        );
+    });
+}

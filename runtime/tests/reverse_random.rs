@@ -134,8 +134,10 @@ fn compiled_gradients_of_random_programs_equal_the_reducers() {
                     }
                 }
                 (Err(a), Err(b)) if a == b => per_form[form as usize] += 1,
-                // Gradients through `while` are not compiled yet (issue 9): the engine says so.
-                (_, Err(b)) if b.contains("through `while`") => {}
+                // Not compiled yet (issue 9), and the engine says so: an outer gradient through an
+                // inner one whose loop tapes a carry holding an Int (the tape is an array of
+                // tuples, whose adjoint the transform does not represent).
+                (_, Err(b)) if b.contains("a gradient through a value of type Int * Array (Int * Real)") => {}
                 _ => failures.push(format!("#{k} (form {form}): reducer {reducer:?}, compiled {jit:?}\n{src}")),
             }
         }

@@ -1,7 +1,7 @@
 //! Compiled reverse mode: a typed source-to-source transform over the monomorphic program that
 //! replaces each differentiation site (`grad f x`, `vjp f x c`, `jacobian f x`) by an ordinary
 //! term — the pullback's forward phase followed by its reverse phase — plus a few internal
-//! builtins (`zeros'`, `accAdd'`, `accAddAll'`, `accAxpy'`, `tape'`, `tapeSet'`). The result is
+//! builtins (`zeros'`, `accAdd'`, `accAddAll'`, `accAxpy'`, `tape'`, `tapeSet'`, `ctCheck'`). The result is
 //! an ordinary program: it goes through `anf::lower` → `anf::opt` → Cranelift like any other, and
 //! the interpreter runs it too (tests compare it with the pullback reducer).
 //!
@@ -21,12 +21,14 @@
 //! - **Loops**: the reverse of `map`/`zipWith`/`build`/`fold`/`iterate` is an `iterate` over the
 //!   trip count (downwards for `fold`/`iterate`) that recomputes the body's primal from its
 //!   inputs (and the taped carry) and runs the body's reverse; the adjoints of captured variables
-//!   are carried through it.
+//!   are carried through it. `while p f x0` is counted first (a run of the loop that also counts
+//!   its iterations `n`, discrete) and then differentiated as `iterate n f x0`.
 //! - **`if`**: the branch taken, recomputed in the reverse phase.
 //!
 //! Invariants of the output: `mono::verify` holds (every binder fresh, every type ground); each
 //! accumulator array is passed to exactly one internal builtin and never used afterwards
-//! (so updating it in place is invisible); tapes hold only scalars and tuples of scalars.
+//! (so updating it in place is invisible); a tape holds scalars, or (written by a non-compacting
+//! `iterate'`) the whole carry when the reverse reads an array it carries.
 //! A site the transform cannot handle is reported as [`NotCompiled`] naming it.
 
 pub mod term;
@@ -76,17 +78,112 @@ pub fn transform_listing(mono: &MonoProgram) -> R<(Option<MonoProgram>, Vec<Site
         span: Span::SYNTHETIC,
         bodies: Vec::new(),
         listings: Vec::new(),
+        scope: FxHashMap::default(),
+        omegas: FxHashMap::default(),
+        duals: FxHashMap::default(),
+        pending: FxHashMap::default(),
     };
     let mut defs = Vec::with_capacity(mono.defs.len());
-    for d in &mono.defs {
-        let body = t.rewrite(&d.body)?;
+    for (i, d) in mono.defs.iter().enumerate() {
+        let body = match t.rewrite(&d.body) {
+            Ok(b) => b,
+            // A definition that differentiates one of its function parameters: specialised at
+            // each call (the function argument known there), the definition itself left out.
+            Err(nc) if function_params(&d.body) > 0 && uses_reverse_mode_in(&d.body) => {
+                t.pending.insert(DefId(i as u32), nc);
+                d.body.clone()
+            }
+            Err(nc) => return Err(nc),
+        };
         t.bodies.push(body.clone());
         defs.push(MonoDef { body, ..d.clone() });
     }
     if t.sites == 0 {
         return Ok((None, t.listings));
     }
+    if t.pending.is_empty() {
+        return Ok((Some(MonoProgram { defs, next_local: t.next }), t.listings));
+    }
+    // Drop the specialised definitions; one still used keeps its reason.
+    let mut keep = Vec::new();
+    let mut renumber = FxHashMap::default();
+    for (i, d) in defs.iter().enumerate() {
+        let id = DefId(i as u32);
+        if !t.pending.contains_key(&id) {
+            renumber.insert(id, DefId(keep.len() as u32));
+            keep.push(d.clone());
+        }
+    }
+    for d in &keep {
+        let mut used = None;
+        globals(&d.body, &mut |g| {
+            if used.is_none() && t.pending.contains_key(&g) {
+                used = Some(g);
+            }
+        });
+        if let Some(g) = used {
+            return Err(t.pending[&g].clone());
+        }
+    }
+    let defs = keep.into_iter().map(|d| MonoDef { body: renumber_globals(&d.body, &renumber), ..d }).collect();
     Ok((Some(MonoProgram { defs, next_local: t.next }), t.listings))
+}
+
+const READS_CARRIED_ARRAY: &str = "a gradient through a loop whose reverse reads an array it carries";
+
+/// Does `e` bind the local `id` (by `let` or λ)?
+fn binds_local(e: &E, id: LocalId) -> bool {
+    let here = match &e.kind {
+        ExprKind::Let(p, _, _) | ExprKind::Lam(p, _) => p.binders().into_iter().any(|(_, b)| b == id),
+        _ => false,
+    };
+    let mut found = here;
+    frontend::lin::for_each_child(e, &mut |c| found = found || binds_local(c, id));
+    found
+}
+
+/// How many leading λ parameters of `body` reach its last function-typed one (0: none).
+fn function_params(body: &E) -> usize {
+    let (mut n, mut last, mut cur) = (0, 0, strip(body));
+    while let ExprKind::Lam(p, b) = &cur.kind {
+        n += 1;
+        if is_fun(&p.ty) {
+            last = n;
+        }
+        cur = strip(b);
+    }
+    last
+}
+
+fn uses_reverse_mode_in(e: &E) -> bool {
+    let here = match &e.kind {
+        ExprKind::Pullback(..) | ExprKind::Dual(..) => true,
+        ExprKind::Var(_, VarRef::Builtin(b)) => is_reverse_builtin(*b),
+        _ => false,
+    };
+    let mut found = here;
+    frontend::lin::for_each_child(e, &mut |c| found = found || uses_reverse_mode_in(c));
+    found
+}
+
+/// Calls `f` on every definition `e` refers to.
+fn globals(e: &E, f: &mut dyn FnMut(DefId)) {
+    if let ExprKind::Var(_, VarRef::Global(d)) = &e.kind {
+        f(*d);
+    }
+    frontend::lin::for_each_child(e, &mut |c| globals(c, f));
+}
+
+fn renumber_globals(e: &E, map: &FxHashMap<DefId, DefId>) -> E {
+    match &e.kind {
+        ExprKind::Var(n, VarRef::Global(d)) => {
+            Expr::new(ExprKind::Var(n.clone(), VarRef::Global(map[d])), e.span, e.ty.clone())
+        }
+        _ => match map_children(e, &mut |c| Ok::<E, ()>(renumber_globals(c, map))) {
+            Ok(x) => x,
+            Err(()) => e.clone(),
+        },
+    }
 }
 
 /// `mono` (transformed) with one more definition, the new root: `λx. (f x, grad f x)` for the
@@ -94,6 +191,8 @@ pub fn transform_listing(mono: &MonoProgram) -> R<(Option<MonoProgram>, Vec<Site
 /// phase (what `runtime::api::Gradient` compiles).
 pub fn value_and_gradient(mono: &MonoProgram, f: DefId) -> R<MonoProgram> {
     let base = transform(mono)?.unwrap_or_else(|| mono.clone());
+    // The transform may leave out definitions it specialised: find `f` again by name.
+    let f = base.find(&mono.def(f).name).unwrap_or(base.root());
     let def = base.def(f).clone();
     let span = strip(&def.body).span;
     let Type::Fun(s, r) = &def.ty else {
@@ -105,19 +204,109 @@ pub fn value_and_gradient(mono: &MonoProgram, f: DefId) -> R<MonoProgram> {
             span,
         ));
     }
-    let mut t =
-        Transform { mono: &base, next: base.next_local, sites: 0, span, bodies: Vec::new(), listings: Vec::new() };
+    let mut t = Transform {
+        mono: &base,
+        next: base.next_local,
+        sites: 0,
+        span,
+        bodies: Vec::new(),
+        listings: Vec::new(),
+        scope: FxHashMap::default(),
+        omegas: FxHashMap::default(),
+        duals: FxHashMap::default(),
+        pending: FxHashMap::default(),
+    };
     t.bodies = base.defs.iter().map(|d| d.body.clone()).collect();
     let xid = t.fresh();
     let x = var(xid, &"x".into(), s);
     let fvar = Expr::new(ExprKind::Var(def.name.clone(), VarRef::Global(f)), span, def.ty.clone());
     let mut out = Vec::new();
-    let (g, v) = t.gradient_value(&mut out, &fvar, &x, &real(1.0))?;
+    let (g, v) = t.gradient_value(&mut out, &fvar, &x, &real(1.0), false)?;
     let body = lam(xid, &"x".into(), s, lets(out, tuple(vec![v, g])));
     let ty = body.ty.clone();
     let mut defs = base.defs.clone();
     defs.push(MonoDef { name: format!("{}'valueAndGrad", def.name).into(), source: def.source, body, ty });
     Ok(MonoProgram { defs, next_local: t.next })
+}
+
+/// Where the root's value holds first-order dual vectors (`r*`), computed as their vectors `r`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DualShape {
+    /// No dual here.
+    Plain,
+    /// A dual vector `r*` of first-order type, computed as `unstar` of it.
+    Star,
+    /// A tuple whose components hold duals.
+    Tuple(Vec<DualShape>),
+}
+
+impl DualShape {
+    fn of(t: &Type) -> Option<DualShape> {
+        match t {
+            Type::Dual(v) if v.is_first_order() => Some(DualShape::Star),
+            Type::Tuple(ts) => {
+                let cs: Vec<DualShape> = ts.iter().map(DualShape::of).collect::<Option<_>>()?;
+                Some(if cs.iter().all(|c| *c == DualShape::Plain) { DualShape::Plain } else { DualShape::Tuple(cs) })
+            }
+            t => {
+                let mut dual = false;
+                t.visit(&mut |u| dual = dual || matches!(u, Type::Dual(_)));
+                (!dual).then_some(DualShape::Plain)
+            }
+        }
+    }
+}
+
+/// A root whose value is a first-order dual vector, or a tuple holding some (`(pullback f (omega c))
+/// x`, `star v`, `(omega c) x`): the program with the root computing their vectors instead
+/// (`unstar` pushed through the root's tuples and `let`s, where the transform compiles it: rules
+/// 3 and 17 give `unstar ((Ω f)·(Ω c)) x = vjp f x c`), and where the caller puts the `*` back.
+/// `None` when the root holds no dual, or one that is not first order.
+pub fn unstar_root(mono: &MonoProgram) -> Option<(MonoProgram, DualShape)> {
+    let root = mono.defs.last()?;
+    let shape = DualShape::of(&root.ty)?;
+    if shape == DualShape::Plain {
+        return None;
+    }
+    let mut next = mono.next_local;
+    let body = unstar_expr(&root.body, &shape, &mut next);
+    let mut out = mono.clone();
+    let d = out.defs.last_mut()?;
+    d.ty = body.ty.clone();
+    d.body = body;
+    out.next_local = next;
+    Some((out, shape))
+}
+
+fn unstar_expr(e: &E, shape: &DualShape, next: &mut u32) -> E {
+    match (&e.kind, shape) {
+        (_, DualShape::Plain) => e.clone(),
+        (ExprKind::Ann(a, _), _) => unstar_expr(a, shape, next),
+        (ExprKind::Let(p, rhs, body), _) => {
+            let b = unstar_expr(body, shape, next);
+            let ty = b.ty.clone();
+            Expr::new(ExprKind::Let(p.clone(), rhs.clone(), b), e.span, ty)
+        }
+        (ExprKind::Tuple(xs), DualShape::Tuple(cs)) => {
+            let xs: Vec<E> = xs.iter().zip(cs).map(|(x, c)| unstar_expr(x, c, next)).collect();
+            let ty = Type::tuple(xs.iter().map(|x| x.ty.clone()).collect());
+            Expr::new(ExprKind::Tuple(xs), e.span, ty)
+        }
+        (_, DualShape::Tuple(cs)) => {
+            let id = LocalId(*next);
+            *next += 1;
+            let r = var(id, &"r".into(), &e.ty);
+            let xs: Vec<E> = cs.iter().enumerate().map(|(i, c)| unstar_expr(&proj(&r, i), c, next)).collect();
+            let body = tuple(xs);
+            let ty = body.ty.clone();
+            let p = Rc::new(Pat::var("r".into(), id, e.ty.clone()));
+            Expr::new(ExprKind::Let(p, e.clone(), body), e.span, ty)
+        }
+        (_, DualShape::Star) => {
+            let Type::Dual(v) = &e.ty else { return e.clone() };
+            at_span(call(Builtin::Unstar, std::slice::from_ref(e), (**v).clone()), e.span)
+        }
+    }
 }
 
 /// Does `mono` contain a differentiation site or any other construct of reverse mode?
@@ -150,6 +339,15 @@ struct Transform<'m> {
     /// is here, its own sites already transformed: innermost first).
     bodies: Vec<E>,
     listings: Vec<SiteListing>,
+    /// Let-bound functions known at compile time, in scope at the site being rewritten.
+    scope: FxHashMap<LocalId, E>,
+    /// Definitions that differentiate a function parameter, specialised at their calls (with
+    /// why the definition alone is not compiled).
+    pending: FxHashMap<DefId, NotCompiled>,
+    /// Let-bound constant 1-forms `omega c`: the atom `c`.
+    omegas: FxHashMap<LocalId, E>,
+    /// Let-bound first-order duals `r*`: the atom `r`.
+    duals: FxHashMap<LocalId, E>,
 }
 
 fn not(what: impl Into<String>, span: Span) -> NotCompiled {
@@ -197,61 +395,107 @@ impl<'m> Transform<'m> {
     /// Bottom-up: inner sites first, so an outer site sees only ordinary terms.
     fn rewrite(&mut self, e: &E) -> R<E> {
         match &e.kind {
+            // A let-bound function known at compile time is in scope for the sites in the body
+            // (binders are unique, so what it captures is in scope there too).
+            // A let-bound constant 1-form `omega c` or first-order dual: its uses are rewritten
+            // (`pullback f w`, `d t`, `unstar d`), so the binding goes; a use of another kind
+            // is not compiled.
+            ExprKind::Let(p, rhs, body) if self.omega_of(rhs).is_some() || matches!(p.ty, Type::Dual(_)) => {
+                if let PatKind::Var(_, id) = &p.kind {
+                    let mut out = Vec::new();
+                    if let Some(c) = self.omega_of(rhs) {
+                        let c = self.rewrite(&c)?;
+                        let c = self.bind(&mut out, "c", c);
+                        self.omegas.insert(*id, c);
+                    } else if let Some(v) = self.vector_of(rhs, rhs)? {
+                        let v = self.bind(&mut out, "dv", v);
+                        self.duals.insert(*id, v);
+                    } else {
+                        return Err(not("a dual vector not known at compile time", rhs.span));
+                    }
+                    let body2 = self.rewrite(body)?;
+                    let mut fv = FxHashSet::default();
+                    free_locals(&body2, &mut fv);
+                    if fv.contains(id) {
+                        return Err(not("a dual vector or 1-form used as a value", rhs.span));
+                    }
+                    return Ok(lets(out, body2));
+                }
+            }
+            ExprKind::Let(p, rhs, body) if is_fun(&p.ty) => {
+                if let PatKind::Var(_, id) = &p.kind {
+                    let rhs2 = self.rewrite(rhs)?;
+                    let k = self.known(&rhs2, &self.scope.clone());
+                    if let Some(l) = k {
+                        self.scope.insert(*id, l);
+                    }
+                    let body2 = self.rewrite(body)?;
+                    return Ok(Expr::new(ExprKind::Let(p.clone(), rhs2, body2), e.span, e.ty.clone()));
+                }
+            }
             ExprKind::Pullback(..) => return Err(not("`pullback`", e.span)),
             ExprKind::Dual(..) => return Err(not("`dual`", e.span)),
             ExprKind::Var(_, VarRef::Builtin(b)) if is_reverse_builtin(*b) => {
                 return Err(not(format!("`{}` not applied to all its arguments", b.name()), e.span))
             }
+            ExprKind::App(d, t) if matches!(d.ty, Type::Dual(_)) => {
+                // A first-order dual applied to a tangent: the pairing ⟨v, t⟩ of its vector
+                // (`(pullback f (omega c)) x t = ⟨vjp f x c, t⟩`: rules 3 and 17, then `r*`).
+                if let Some(v) = self.vector_of(d, e)? {
+                    let t = self.rewrite(t)?;
+                    return self.pairing(v, t);
+                }
+                if let Some(r) = self.function_dual(d, t, e)? {
+                    return Ok(r);
+                }
+            }
             ExprKind::App(..) => {
                 let (h, args) = anf::anormal::spine(e);
-                // (pullback f (omega c)) x t = ⟨vjp f x c, t⟩ (the constant 1-form pulled back,
-                // at x, applied to the tangent t: rules 3 and 17 with the dual's pairing).
-                if let Some((f, c)) = pullback_of_omega(h) {
-                    if args.len() == 2 {
-                        self.span = e.span;
-                        let f = self.rewrite(f)?;
-                        let c = self.rewrite(c)?;
-                        let x = self.rewrite(args[0])?;
-                        let t = self.rewrite(args[1])?;
-                        let v = self.site(Builtin::Vjp, &[f, x, c], e)?;
-                        self.sites += 1;
-                        return self.pairing(v, t);
+                // A call of a definition that differentiates a function parameter: inlined, so
+                // the argument is known at its sites.
+                if let ExprKind::Var(_, VarRef::Global(d)) = &strip(h).kind {
+                    if self.pending.contains_key(d) && args.len() >= function_params(&self.mono.def(*d).body) {
+                        let l = self.refresh(&self.mono.def(*d).body.clone());
+                        let t = beta(&l, &args);
+                        return self.rewrite(&t);
                     }
                 }
-                // unstar ((pullback f (omega c)) x) = vjp f x c; unstar (star v) = v;
-                // (star v) t = ⟨v, t⟩.
                 if let (ExprKind::Var(_, VarRef::Builtin(Builtin::Unstar)), [a]) = (&strip(h).kind, args.as_slice()) {
-                    let (h2, args2) = anf::anormal::spine(strip(a));
-                    if let (Some((f, c)), [x]) = (pullback_of_omega(h2), args2.as_slice()) {
-                        self.span = e.span;
-                        let f = self.rewrite(f)?;
-                        let c = self.rewrite(c)?;
-                        let x = self.rewrite(x)?;
-                        let v = self.site(Builtin::Vjp, &[f, x, c], e)?;
-                        self.sites += 1;
+                    if let Some(v) = self.vector_of(a, e)? {
                         return Ok(v);
                     }
-                    if let (ExprKind::Var(_, VarRef::Builtin(Builtin::Star)), [v]) = (&strip(h2).kind, args2.as_slice())
-                    {
-                        self.sites += 1;
-                        return self.rewrite(v);
-                    }
                 }
-                if let ExprKind::App(s, v) = &strip(h).kind {
-                    if let (ExprKind::Var(_, VarRef::Builtin(Builtin::Star)), [t]) = (&strip(s).kind, args.as_slice()) {
-                        let v = self.rewrite(v)?;
-                        let t = self.rewrite(t)?;
+                // jac f s x = (J f · s) x; for f to Real it is ⟨∇f(x), s⟩, the pairing of the
+                // vjp along 1.0 with the tangent (rule 15's Jacobian, transposed by rule 5).
+                if let (ExprKind::Var(_, VarRef::Builtin(Builtin::Jac)), [f, s, x]) = (&strip(h).kind, args.as_slice())
+                {
+                    if e.ty == Type::Real {
+                        self.span = e.span;
+                        let f = self.rewrite(f)?;
+                        let s = self.rewrite(s)?;
+                        let x = self.rewrite(x)?;
+                        let v = self.site(Builtin::Vjp, &[f, x, real(1.0)], e, false)?;
                         self.sites += 1;
-                        return self.pairing(v, t);
+                        return self.pairing(v, s);
                     }
                 }
                 if let ExprKind::Var(_, VarRef::Builtin(b)) = &strip(h).kind {
                     if matches!(b, Builtin::Grad | Builtin::Vjp | Builtin::Jacobian) && args.len() == b.arity() {
                         let args: Vec<E> = args.into_iter().map(|a| self.rewrite(a)).collect::<R<_>>()?;
                         self.span = e.span;
-                        let out = self.site(*b, &args, e)?;
+                        let out = self.site(*b, &args, e, *b == Builtin::Vjp)?;
                         self.sites += 1;
                         return Ok(out);
+                    }
+                    // `grad f` as a value: its η-expansion `λx. grad f x`, a site in a λ.
+                    if matches!(b, Builtin::Grad | Builtin::Vjp | Builtin::Jacobian) && args.len() < b.arity() {
+                        if let Type::Fun(a, r) = &e.ty {
+                            let id = self.fresh();
+                            let x = var(id, &"x".into(), a);
+                            let body = Expr::new(ExprKind::App(e.clone(), x), e.span, (**r).clone());
+                            let l = lam(id, &"x".into(), a, body);
+                            return self.rewrite(&l);
+                        }
                     }
                     if is_reverse_builtin(*b) {
                         return Err(not(format!("`{}`", b.name()), e.span));
@@ -263,13 +507,137 @@ impl<'m> Transform<'m> {
         map_children(e, &mut |c| self.rewrite(c))
     }
 
-    fn site(&mut self, b: Builtin, args: &[E], e: &E) -> R<E> {
+    /// `((pullback F (omega c)) x) t` at an input `x` of function type: the dual on a function
+    /// space (Mak & Ong, Corollary 4.8) applied to the tangent function `t` is `c` times the
+    /// derivative of `F` along `t`, the function space's linear structure being pointwise:
+    /// `c * grad (λε. F (λa. x a + ε · t a)) 0`, an ordinary site once `x` and `t` are known.
+    fn function_dual(&mut self, d: &E, t: &E, e: &E) -> R<Option<E>> {
+        let (h, args) = anf::anormal::spine(strip(d));
+        let (ExprKind::Pullback(f, w), [x]) = (&strip(h).kind, args.as_slice()) else { return Ok(None) };
+        let Some(c) = self.omega_of(w) else { return Ok(None) };
+        if !is_fun(&x.ty) || c.ty != Type::Real || e.ty != Type::Real {
+            return Ok(None);
+        }
+        let eid = self.fresh();
+        let eps = var(eid, &"eps".into(), &Type::Real);
+        let (xid, tid) = (self.fresh(), self.fresh());
+        let xv = var(xid, &"xf".into(), &x.ty);
+        let tv = var(tid, &"tf".into(), &t.ty);
+        let Some(moved) = self.along(&xv, &tv, &eps, &x.ty) else { return Ok(None) };
+        let body = mk(ExprKind::App((*f).clone(), moved), Type::Real);
+        let g = lam(eid, &"eps".into(), &Type::Real, body);
+        let grad = at_span(call(Builtin::Grad, &[g, real(0.0)], Type::Real), e.span);
+        let r = lets(
+            vec![
+                Bind { id: xid, name: "xf".into(), ty: x.ty.clone(), rhs: (*x).clone() },
+                Bind { id: tid, name: "tf".into(), ty: t.ty.clone(), rhs: t.clone() },
+            ],
+            rbin(BinOp::Mul, &c, &grad),
+        );
+        Ok(Some(self.rewrite(&r)?))
+    }
+
+    /// `x + ε · t` at type `ty`, pointwise through function types (`None`: a type without it).
+    fn along(&mut self, x: &E, t: &E, eps: &E, ty: &Type) -> Option<E> {
+        match ty {
+            Type::Real => Some(rbin(BinOp::Add, x, &rbin(BinOp::Mul, eps, t))),
+            ty if ty.is_discrete() => Some(x.clone()),
+            Type::Fun(a, r) => {
+                let id = self.fresh();
+                let av = var(id, &"a".into(), a);
+                let xa = mk(ExprKind::App(x.clone(), av.clone()), (**r).clone());
+                let ta = mk(ExprKind::App(t.clone(), av), (**r).clone());
+                let body = self.along(&xa, &ta, eps, r)?;
+                Some(lam(id, &"a".into(), a, body))
+            }
+            _ => None,
+        }
+    }
+
+    /// `c` of a constant 1-form `omega c` (or of a variable bound to one).
+    fn omega_of(&self, w: &E) -> Option<E> {
+        let w = strip(w);
+        match &w.kind {
+            ExprKind::App(o, c) if matches!(strip(o).kind, ExprKind::Var(_, VarRef::Builtin(Builtin::Omega))) => {
+                Some(c.clone())
+            }
+            ExprKind::Var(_, VarRef::Local(id)) => self.omegas.get(id).cloned(),
+            _ => None,
+        }
+    }
+
+    /// The vector `r` of a first-order dual `r*` written in a form the transform compiles (site
+    /// `e`), as a term: `None` for another form.
+    fn vector_of(&mut self, d: &E, e: &E) -> R<Option<E>> {
+        let d = strip(d);
+        match &d.kind {
+            ExprKind::Var(_, VarRef::Local(id)) => return Ok(self.duals.get(id).cloned()),
+            // Rule 5: a dual map (λp. S)*·W with S linear (the `lin` check) sends W's vector to
+            // its transpose, the vjp of λp. S along it (at any point: zero).
+            ExprKind::Dual(p, body, w) => {
+                let Some(z) = zero_point(&p.ty) else { return Ok(None) };
+                let Some(wv) = self.vector_of(w, e)? else { return Ok(None) };
+                let body = self.rewrite(body)?;
+                let ty = Type::fun(p.ty.clone(), body.ty.clone());
+                let f = Expr::new(ExprKind::Lam(p.clone(), body), d.span, ty);
+                self.span = d.span;
+                let v = self.site(Builtin::Vjp, &[f, z, wv], e, false)?;
+                self.sites += 1;
+                return Ok(Some(v));
+            }
+            _ => {}
+        }
+        let (h, args) = anf::anormal::spine(d);
+        // unstar ((pullback f (omega c)) x) = vjp f x c (rules 3 and 17).
+        if let (ExprKind::Pullback(f, w), [x]) = (&strip(h).kind, args.as_slice()) {
+            let Some(c) = self.omega_of(w) else { return Ok(None) };
+            if is_fun(&x.ty) {
+                return Ok(None); // a dual on a function space: `function_dual`
+            }
+            self.span = e.span;
+            let f = self.rewrite(f)?;
+            let c = self.rewrite(&c)?;
+            let x = self.rewrite(x)?;
+            let v = self.site(Builtin::Vjp, &[f, x, c], e, false)?;
+            self.sites += 1;
+            return Ok(Some(v));
+        }
+        match (&strip(h).kind, args.as_slice()) {
+            // unstar (star v) = v.
+            (ExprKind::Var(_, VarRef::Builtin(Builtin::Star)), [v]) => {
+                self.sites += 1;
+                Ok(Some(self.rewrite(v)?))
+            }
+            // (Ω c) x = c* at any point (rule 1: Ω c is λx. c*).
+            (ExprKind::Var(_, VarRef::Builtin(Builtin::Omega)), [c, x]) => {
+                self.sites += 1;
+                let c = self.rewrite(c)?;
+                let x = self.rewrite(x)?;
+                let mut out = Vec::new();
+                self.bind(&mut out, "x", x);
+                Ok(Some(lets(out, c)))
+            }
+            (ExprKind::Var(_, VarRef::Local(w)), [x]) if self.omegas.contains_key(w) => {
+                self.sites += 1;
+                let c = self.omegas[w].clone();
+                let x = self.rewrite(x)?;
+                let mut out = Vec::new();
+                self.bind(&mut out, "x", x);
+                Ok(Some(lets(out, c)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// `check`: a `vjp` the user wrote (its cotangent is checked against the output, as the
+    /// interpreter does).
+    fn site(&mut self, b: Builtin, args: &[E], e: &E, check: bool) -> R<E> {
         let mut out = Vec::new();
         let x = self.bind(&mut out, "x", args[1].clone());
         match b {
             Builtin::Grad | Builtin::Vjp => {
                 let ct = if b == Builtin::Grad { real(1.0) } else { self.bind(&mut out, "ct", args[2].clone()) };
-                let g = self.gradient(&mut out, &args[0], &x, &ct)?;
+                let (g, _) = self.gradient_value(&mut out, &args[0], &x, &ct, check)?;
                 Ok(lets(out, g))
             }
             _ => {
@@ -293,6 +661,38 @@ impl<'m> Transform<'m> {
                 Ok(lets(out, rows))
             }
         }
+    }
+
+    /// Emits `ctCheck'` for each array in the output `y` against the cotangent `c` (their tuple
+    /// components walked together; `path` the components so far as base-128 digits, `digit` the
+    /// next digit's weight): the interpreter's `cotangent_mismatch`, at the site.
+    fn check_cotangent(&mut self, out: &mut Vec<Bind>, y: &E, c: &E, path: i64, digit: i64) -> R<()> {
+        match (&y.ty, &c.ty) {
+            (Type::Array(_), Type::Array(_)) => {
+                let n = self.bind(out, "n", call(Builtin::Len, std::slice::from_ref(y), Type::Int));
+                let m = self.bind(out, "m", call(Builtin::Len, std::slice::from_ref(c), Type::Int));
+                let chk = at_span(call(Builtin::CtCheck, &[n, m, int(path)], Type::Unit), self.span);
+                self.bind(out, "chk", chk);
+            }
+            (Type::Tuple(ts), Type::Tuple(_)) => {
+                for i in 0..ts.len() {
+                    if !holds_array(&ts[i]) {
+                        continue;
+                    }
+                    // Deeper than the payload holds: the arrays are still checked, without a path.
+                    let (p, d) = if digit < (1 << 14) && i < 127 {
+                        (path + digit * (i as i64 + 1), digit * 128)
+                    } else {
+                        (0, digit)
+                    };
+                    let yi = self.bind(out, "y", proj(y, i));
+                    let ci = self.bind(out, "c", proj(c, i));
+                    self.check_cotangent(out, &yi, &ci, p, d)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// The pairing ⟨v, t⟩ of a dual vector with a tangent of a first-order type (Real).
@@ -342,8 +742,17 @@ impl<'m> Transform<'m> {
     /// The λ a function term denotes, when it is statically known (a λ or a definition), as a
     /// fresh copy.
     fn resolve(&mut self, f: &E) -> R<E> {
-        match self.known(f, &FxHashMap::default()) {
+        match self.known(f, &self.scope) {
             Some(l) => Ok(self.refresh(&l)),
+            // A builtin or a partial application: its η-expansion `λx. f x` (inlining then sees
+            // the primitive, or the known function at the head of the application).
+            None if is_fun(&f.ty) && !matches!(strip(f).kind, ExprKind::Var(_, VarRef::Local(_))) => {
+                let Type::Fun(a, r) = &f.ty else { unreachable!() };
+                let id = self.fresh();
+                let x = var(id, &"x".into(), a);
+                let body = mk(ExprKind::App(self.refresh(f), x), (**r).clone());
+                Ok(lam(id, &"x".into(), a, body))
+            }
             None => Err(not("a gradient of a function not known at compile time", self.span)),
         }
     }
@@ -351,6 +760,17 @@ impl<'m> Transform<'m> {
     fn known(&self, f: &E, env: &FxHashMap<LocalId, E>) -> Option<E> {
         let f = strip(f);
         match &f.kind {
+            // A partial application of a known function: its η-expansion `λy. f a… y` (inlined
+            // at each call, where the head is β-reduced).
+            ExprKind::App(..) if is_fun(&f.ty) => {
+                let (h, _) = anf::anormal::spine(f);
+                self.known(h, env)?;
+                let Type::Fun(a, r) = &f.ty else { return None };
+                let id = LocalId(u32::MAX);
+                let y = var(id, &"y".into(), a);
+                let body = mk(ExprKind::App(f.clone(), y), (**r).clone());
+                Some(lam(id, &"y".into(), a, body))
+            }
             ExprKind::Lam(..) => Some(f.clone()),
             ExprKind::Var(_, VarRef::Global(d)) if is_fun(&f.ty) => {
                 let body = strip(self.bodies.get(d.0 as usize).unwrap_or(&self.mono.def(*d).body));
@@ -365,7 +785,8 @@ impl<'m> Transform<'m> {
     fn apply_known(&mut self, lam: &E, x: &E) -> R<E> {
         let lam = self.refresh(lam);
         let t = beta(&lam, &[x]);
-        self.inline(&t, &FxHashMap::default())
+        let scope = self.scope.clone();
+        self.inline(&t, &scope)
     }
 
     /// Inlines applications of statically known functions (λs, definitions, let-bound λs) by
@@ -409,11 +830,12 @@ impl<'m> Transform<'m> {
     /// The gradient of the known function `f` at the atom `x` along the cotangent `ct`, emitted
     /// into `out` (the forward phase, then the reverse phase); the gradient's atom.
     fn gradient(&mut self, out: &mut Vec<Bind>, f: &E, x: &E, ct: &E) -> R<E> {
-        Ok(self.gradient_value(out, f, x, ct)?.0)
+        Ok(self.gradient_value(out, f, x, ct, false)?.0)
     }
 
     /// [`Transform::gradient`] and the primal value (an atom, or a literal zero-free copy).
-    fn gradient_value(&mut self, out: &mut Vec<Bind>, f: &E, x: &E, ct: &E) -> R<(E, E)> {
+    /// `check`: the cotangent is the user's (`vjp`), so its shape is checked against the output's.
+    fn gradient_value(&mut self, out: &mut Vec<Bind>, f: &E, x: &E, ct: &E, check: bool) -> R<(E, E)> {
         let lam = self.resolve(f)?;
         let body = self.apply_known(&lam, x)?;
         let anf = {
@@ -438,6 +860,9 @@ impl<'m> Transform<'m> {
         }
         let start = out.len();
         ad.forward(out, &binds)?;
+        if check {
+            ad.t.check_cotangent(out, &res, ct, 0, 1)?;
+        }
         let middle = out.len();
         if let Some(seed) = ad.decompose(out, ct, false)? {
             ad.add(out, &res, seed)?;
@@ -459,11 +884,24 @@ impl<'m> Transform<'m> {
     }
 }
 
-/// `pullback f (omega c)`'s `f` and `c`.
-fn pullback_of_omega(h: &E) -> Option<(&E, &E)> {
-    let ExprKind::Pullback(f, w) = &strip(h).kind else { return None };
-    let ExprKind::App(o, c) = &strip(w).kind else { return None };
-    matches!(strip(o).kind, ExprKind::Var(_, VarRef::Builtin(Builtin::Omega))).then_some((f, c))
+/// A point of type `t` (zero) when one is known without a shape (no arrays).
+fn zero_point(t: &Type) -> Option<E> {
+    Some(match t {
+        Type::Real => real(0.0),
+        Type::Int => int(0),
+        Type::Bool => mk(ExprKind::Lit(Lit::Bool(false)), Type::Bool),
+        Type::Unit => mk(ExprKind::Lit(Lit::Unit), Type::Unit),
+        Type::Tuple(ts) => tuple(ts.iter().map(zero_point).collect::<Option<_>>()?),
+        _ => return None,
+    })
+}
+
+/// The call spine `e` located at `span` (where a failure of the call is reported).
+fn at_span(e: E, span: Span) -> E {
+    match &e.kind {
+        ExprKind::App(h, a) => Expr::new(ExprKind::App(at_span(h.clone(), span), a.clone()), span, e.ty.clone()),
+        _ => Expr::new(e.kind.clone(), span, e.ty.clone()),
+    }
 }
 
 /// `f a1 … an` with `f` a λ: `let p1 = a1 in … (body a(k+1) …)`, `let`s floated out of the head.
@@ -583,9 +1021,14 @@ impl Ad<'_, '_> {
                 {
                     if args.len() == 3 {
                         let args: Vec<E> = args.into_iter().cloned().collect();
-                        self.loop_forward(out, b, *bi, &args)?;
+                        self.loop_forward(out, b, *bi, &args, None)?;
                         continue;
                     }
+                }
+                if let (ExprKind::Var(_, VarRef::Builtin(Builtin::While)), 3) = (&h.kind, args.len()) {
+                    let args: Vec<E> = args.into_iter().cloned().collect();
+                    self.while_forward(out, b, &args)?;
+                    continue;
                 }
             }
             out.push(b.clone());
@@ -858,6 +1301,9 @@ impl Ad<'_, '_> {
                 self.prim(out, Prim::Builtin(b), args, &g, &zv)
             }
             B::ToReal | B::Len => Ok(()),
+            // Rule 15 with ∂ = 0: floor and round are locally constant (0 at the kinks too,
+            // docs/language.md §5), so their argument's adjoint is a symbolic zero.
+            B::Floor | B::Round => Ok(()),
             // sum: the transpose of Σ broadcasts the adjoint.
             B::Sum => {
                 let Adj::R(g) = g else { return self.err("`sum` of arrays") };
@@ -929,7 +1375,7 @@ impl Ad<'_, '_> {
                 }
                 self.add(out, &args[0], Adj::A(gz))
             }
-            B::Fold | B::Iterate | B::RevIterate => self.rev_fold(out, z, g),
+            B::Fold | B::Iterate | B::RevIterate | B::While => self.rev_fold(out, z, g),
             _ => self.err(format!("a gradient through `{}`", b.name())),
         }
     }
@@ -1164,9 +1610,62 @@ impl Ad<'_, '_> {
         Ok(())
     }
 
+    /// Forward phase of an active `while p f x0` (rule `while` of docs/pullback-semantics.md: the
+    /// iteration count is discrete, so near the point the loop is `iterate n f x0`): a counting
+    /// run `while (λs. p s.0) (λs. (f s.0, s.1 + 1)) (x0, 0)` gives the value and `n`; the loop
+    /// is then differentiated as `iterate n f x0`. When the reverse reads the carry, the taping
+    /// `iterate` runs the body a second time (forward cost ≤ 2× the loop); otherwise the counting
+    /// run's value is the primal and nothing is run twice.
+    fn while_forward(&mut self, out: &mut Vec<Bind>, b: &Bind, args: &[E]) -> R<()> {
+        let (p, f, x0) = (self.t.refresh(&args[0]), &args[1], &args[2]);
+        let f1 = self.t.refresh(f);
+        let ty = b.ty.clone();
+        let sty = Type::tuple(vec![ty.clone(), Type::Int]);
+        // λs. p s.0
+        let sid = self.t.fresh();
+        let s = var(sid, &"s".into(), &sty);
+        let mut pb = Vec::new();
+        let a = self.emit(&mut pb, "a", proj(&s, 0));
+        let c = self.emit(&mut pb, "c", mk(ExprKind::App(p, a), Type::Bool));
+        let pl = lam(sid, &"s".into(), &sty, lets(pb, c));
+        // λs. (f s.0, s.1 + 1)
+        let sid = self.t.fresh();
+        let s = var(sid, &"s".into(), &sty);
+        let mut fb = Vec::new();
+        let a = self.emit(&mut fb, "a", proj(&s, 0));
+        let k = self.emit(&mut fb, "k", proj(&s, 1));
+        let y = self.emit(&mut fb, "y", mk(ExprKind::App(f1, a), ty.clone()));
+        let k1 = self.emit(&mut fb, "k", bin(BinOp::Add, &k, &int(1), Type::Int));
+        let fl = lam(sid, &"s".into(), &sty, lets(fb, tuple(vec![y, k1])));
+        let r = self.emit(out, "w", call(Builtin::While, &[pl, fl, tuple(vec![x0.clone(), int(0)])], sty));
+        let n = self.emit(out, "n", proj(&r, 1));
+        let it = Bind { rhs: call(Builtin::Iterate, &[n.clone(), f.clone(), x0.clone()], ty), ..b.clone() };
+        self.loop_forward(out, &it, Builtin::Iterate, &[n, f.clone(), x0.clone()], Some(proj(&r, 0)))
+    }
+
     /// Forward phase of an active `fold f z xs` / `iterate n f z`: builds its reverse loop now,
-    /// and tapes the carry when that reverse reads it.
-    fn loop_forward(&mut self, out: &mut Vec<Bind>, b: &Bind, bi: Builtin, args: &[E]) -> R<()> {
+    /// and tapes the carry when that reverse reads it (otherwise the primal is `b` itself, or
+    /// `untaped` when given).
+    fn loop_forward(&mut self, out: &mut Vec<Bind>, b: &Bind, bi: Builtin, args: &[E], untaped: Option<E>) -> R<()> {
+        match self.loop_forward_with(out, b, bi, args, untaped.clone(), false) {
+            Err(e) if e.what == READS_CARRIED_ARRAY => self.loop_forward_with(out, b, bi, args, untaped, true),
+            r => r,
+        }
+    }
+
+    /// [`Ad::loop_forward`]; `tape_all`: the tape holds the whole carry, arrays included (the
+    /// reverse reads an array the loop carries). Such a tape holds pointers to arrays the loop
+    /// makes, so the taping loop is not compacted (`iterate'`): its arena keeps every carry the
+    /// reverse reads, which is the tape's memory anyway.
+    fn loop_forward_with(
+        &mut self,
+        out: &mut Vec<Bind>,
+        b: &Bind,
+        bi: Builtin,
+        args: &[E],
+        untaped: Option<E>,
+        tape_all: bool,
+    ) -> R<()> {
         let fold = bi == Builtin::Fold;
         let (f, z0) = if fold { (&args[0], &args[1]) } else { (&args[1], &args[2]) };
         let xs = if fold { Some(args[2].clone()) } else { None };
@@ -1181,10 +1680,12 @@ impl Ad<'_, '_> {
         // array in the carry is never taped — values in the tape are scalars, which keeps loop
         // compaction sound — and the reverse must not read one).
         let comps: Vec<(Type, bool)> = match &bty {
-            Type::Tuple(ts) if holds_array(&bty) => ts.iter().map(|t| (t.clone(), holds_array(t))).collect(),
+            Type::Tuple(ts) if holds_array(&bty) && !tape_all => {
+                ts.iter().map(|t| (t.clone(), holds_array(t))).collect()
+            }
             t => vec![(t.clone(), holds_array(t))],
         };
-        let whole = !matches!(&bty, Type::Tuple(_)) || !holds_array(&bty);
+        let whole = tape_all || !matches!(&bty, Type::Tuple(_)) || !holds_array(&bty);
         let scalars: Vec<Type> = comps.iter().filter(|(_, h)| !h).map(|(t, _)| t.clone()).collect();
         let sk_ty = if whole {
             bty.clone()
@@ -1209,7 +1710,7 @@ impl Ad<'_, '_> {
             // The carry's primal, rebuilt from the tape (not part of the series: the reverse must
             // not consume the carry's adjoint at it).
             let mut parts: Vec<E> = Vec::new();
-            let a = if whole && !holds_array(&bty) {
+            let a = if whole && (tape_all || !holds_array(&bty)) {
                 ad.emit(bo, "a", index(&tape, i))
             } else if whole {
                 let h = ad.emit(bo, "hole", placeholder(&bty));
@@ -1267,10 +1768,9 @@ impl Ad<'_, '_> {
         let mut fv = FxHashSet::default();
         free_locals(&body_rev, &mut fv);
         let taped = fv.contains(&tape_id);
-        // A hole is bound inside the reverse body (and dropped by its DCE when unread): any
-        // remaining reference to one means the reverse reads the carried array.
-        if holes.iter().any(|h| fv.contains(h)) || refers_to(&body_rev, &holes) {
-            return self.err("a gradient through a loop whose reverse reads an array it carries");
+        // A hole's binding survives the reverse body's dead-code elimination only if it is read.
+        if holes.iter().any(|h| fv.contains(h) || binds_local(&body_rev, *h)) {
+            return self.err(READS_CARRIED_ARRAY);
         }
         if taped {
             // iterate n (λ(k, tape, acc). (k + 1, tapeSet' tape k acc, f acc xs.[k])) (0, tape' n, z)
@@ -1307,12 +1807,15 @@ impl Ad<'_, '_> {
             let next = tuple(vec![bin(BinOp::Add, &k, &int(1), Type::Int), tp2, res]);
             let step = lam(sid, &"s".into(), &sty, lets(bo, next));
             let init = tuple(vec![int(0), t0, z0.clone()]);
-            let it = if allocates(&step) { Builtin::Iterate } else { Builtin::RevIterate };
+            let it = if allocates(&step) && !tape_all { Builtin::Iterate } else { Builtin::RevIterate };
             let fin = self.emit(out, "s", call(it, &[n.clone(), step, init], sty));
             out.push(Bind { id: tape_id, name: "tape".into(), ty: tape_ty, rhs: proj(&fin, 1) });
             out.push(Bind { id: b.id, name: b.name.clone(), ty: bty.clone(), rhs: proj(&fin, 2) });
         } else {
-            out.push(b.clone());
+            match untaped {
+                Some(rhs) => out.push(Bind { rhs, ..b.clone() }),
+                None => out.push(b.clone()),
+            }
         }
         self.tys.insert(tape_id, ("tape".into(), tape_ty_of(&sk_ty)));
         self.loops.insert(b.id, LoopRev { body: body_rev, carried, n, init: z0.clone() });
@@ -1423,6 +1926,8 @@ fn builtin_allocates(b: Builtin) -> bool {
             | B::Neg
             | B::Max
             | B::Min
+            | B::Floor
+            | B::Round
             | B::ToReal
             | B::Len
             | B::Sum
@@ -1431,6 +1936,7 @@ fn builtin_allocates(b: Builtin) -> bool {
             | B::AccAddAll
             | B::AccAxpy
             | B::TapeSet
+            | B::CtCheck
     )
 }
 
@@ -1474,16 +1980,4 @@ fn holds_array(t: &Type) -> bool {
         Type::Tuple(ts) => ts.iter().any(holds_array),
         _ => false,
     }
-}
-
-/// Does `e` refer to one of `ids` anywhere (bound inside `e` or not)?
-fn refers_to(e: &E, ids: &[LocalId]) -> bool {
-    if let ExprKind::Var(_, VarRef::Local(id)) = &e.kind {
-        if ids.contains(id) {
-            return true;
-        }
-    }
-    let mut found = false;
-    frontend::lin::for_each_child(e, &mut |c| found = found || refers_to(c, ids));
-    found
 }

@@ -324,11 +324,15 @@ pub enum TrapCode {
     /// `toInt` of NaN or of a value outside Int's range. Payload: 0 for NaN, 1 for a value at
     /// or above 2^63, -1 for one below -2^63.
     ToIntRange = 15,
+    /// A `vjp`'s cotangent whose length differs from the output's. Payload: the output's length
+    /// plus `path << 48` (`path`: the tuple components, 1-based base-128 digits, outermost
+    /// lowest; 0 at top level), the cotangent's length.
+    CotangentLength = 16,
 }
 
 impl TrapCode {
     /// Every trap code, in numeric order.
-    pub const ALL: [TrapCode; 15] = [
+    pub const ALL: [TrapCode; 16] = [
         TrapCode::IndexOutOfBounds,
         TrapCode::DivisionByZero,
         TrapCode::NegativeLength,
@@ -344,6 +348,7 @@ impl TrapCode {
         TrapCode::StackOverflow,
         TrapCode::NeedsBase,
         TrapCode::ToIntRange,
+        TrapCode::CotangentLength,
     ];
     /// The name used in the text format.
     pub fn name(self) -> &'static str {
@@ -363,6 +368,7 @@ impl TrapCode {
             TrapCode::StackOverflow => "stack_overflow",
             TrapCode::NeedsBase => "needs_base",
             TrapCode::ToIntRange => "to_int_range",
+            TrapCode::CotangentLength => "cotangent_length",
         }
     }
     /// The numeric code passed to `nabla_trap`.
@@ -399,6 +405,19 @@ impl TrapCode {
                 1 => "toInt: a value at or above 2^63 is out of Int's range".to_string(),
                 _ => "toInt: a value below -2^63 is out of Int's range".to_string(),
             },
+            TrapCode::CotangentLength => {
+                let (mut path, n) = (a >> COTANGENT_PATH_SHIFT, a & ((1 << COTANGENT_PATH_SHIFT) - 1));
+                let mut at = Vec::new();
+                while path > 0 {
+                    at.push(format!("component {}", path % 128));
+                    path /= 128;
+                }
+                let at = if at.is_empty() { String::new() } else { format!(" at {}", at.join(", ")) };
+                format!(
+                    "vjp: the cotangent does not match the function's output{at}: the output has length {n} but the \
+                     cotangent has length {b}"
+                )
+            }
         }
     }
 }
@@ -406,6 +425,9 @@ impl TrapCode {
 /// The message of [`TrapCode::NeedsBase`] (the interpreter's `NEEDS_BASE` error says the same).
 pub const NEEDS_BASE_MESSAGE: &str =
     "internal: this change needs a base value the self-maintainable derivative does not keep";
+
+/// Where [`TrapCode::CotangentLength`]'s payload keeps the component path.
+pub const COTANGENT_PATH_SHIFT: i64 = 48;
 
 /// The site of a failure that has none (the runtime reports it without a source location).
 pub const NO_SITE: i64 = -1;

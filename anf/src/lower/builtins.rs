@@ -241,8 +241,9 @@ impl Lowerer<'_> {
                 LVal::Word(out)
             }
             B::AccAdd | B::TapeSet => {
-                // In place: the array argument is uniquely owned (adjoint::reverse), and only
-                // scalars or scalar tuples are written, so no pointer into later memory is stored.
+                // In place: the array argument is uniquely owned (adjoint::reverse). A tape written
+                // in a compacting loop holds scalars only; one holding arrays is written only by a
+                // non-compacting `iterate'` (adjoint::reverse), so no stored pointer is moved.
                 let (a, i) = (w(0)?, w(1)?);
                 let n = self.b().array_len(a);
                 let sv = self.site_value(site);
@@ -257,6 +258,15 @@ impl Lowerer<'_> {
                     self.store_value(&args[2], addr, 0)?;
                 }
                 LVal::Word(a)
+            }
+            B::CtCheck => {
+                let (n, m, path) = (w(0)?, w(1)?, w(2)?);
+                let differ = self.b().icmp(Cmp::Ne, n, m);
+                let shift = self.b().iconst(1 << ir::COTANGENT_PATH_SHIFT);
+                let hi = self.b().binary(BinaryOp::Imul, path, shift);
+                let a = self.b().binary(BinaryOp::Iadd, n, hi);
+                self.fail_if(differ, TrapCode::CotangentLength, site, a, m);
+                LVal::Unit
             }
             B::AccAddAll | B::AccAxpy => {
                 let a = w(0)?;

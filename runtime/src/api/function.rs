@@ -3,8 +3,8 @@
 //!
 //! A definition the compiler handles is JIT-compiled once and each call runs native code through
 //! [`Compiled`] (arguments written into reused buffers). A definition using a construct the
-//! compiler does not handle yet (a differentiation site `adjoint::reverse` does not compile, or a
-//! construct [`anf::lower::unsupported`] names) is evaluated by the reference interpreter, from the program
+//! compiler does not handle yet (a differentiation site `adjoint::reverse` does not compile, or
+//! what [`anf::lower::unsupported`] names) is evaluated by the reference interpreter, from the program
 //! type-checked and monomorphised once; [`Function::note`] says so. The choice is made by the
 //! same test `nabla run` uses, so when the compiler learns a construct, definitions using it move
 //! to native code with no change for callers.
@@ -88,13 +88,13 @@ impl Function {
         if !is_plain_data(&result) {
             return Err(Diagnostic::error(def_span, format!("`{name}` returns {result}, which is not plain data")));
         }
-        // The test `nabla run` makes: a differentiation site the reverse-mode transform does not
-        // compile, or a construct lowering does not handle, leaves the definition to the interpreter.
-        let not_compiled = match adjoint::reverse::transform(&mono) {
+        // Differentiation sites compile when the reverse-mode transform handles them (the rest
+        // is then checked like any program).
+        let why = match adjoint::reverse::transform(&mono) {
             Err(nc) => Some(nc.what),
             Ok(t) => anf::lower::unsupported(t.as_ref().unwrap_or(&mono)).map(|u| u.what),
         };
-        let (run, note) = match not_compiled {
+        let (run, note) = match why {
             Some(what) => {
                 let note = format!("{what} is not compiled yet; evaluated by the reference interpreter");
                 let span = root_span(&mono);

@@ -324,7 +324,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
         | B::DSingletonMap
         | B::DFoldMap
         | B::DLookup => return super::incremental::call(it, b, ty, args, span),
-        B::Zeros | B::AccAdd | B::AccAddAll | B::AccAxpy | B::TapeNew | B::TapeSet => {
+        B::Zeros | B::AccAdd | B::AccAddAll | B::AccAxpy | B::TapeNew | B::TapeSet | B::CtCheck => {
             return reverse_internal(b, args, span)
         }
     })
@@ -357,6 +357,14 @@ fn reverse_internal(b: Builtin, mut args: Vec<Value>, span: Span) -> EvalResult 
     };
     Ok(match b {
         B::Zeros => return filled(&args[0], Value::Real(0.0)),
+        B::CtCheck => {
+            let (n, m, path) = (int(&args[0], span)?, int(&args[1], span)?, int(&args[2], span)?);
+            if n != m {
+                let a = n + (path << anf::ir::COTANGENT_PATH_SHIFT);
+                return Err(Diagnostic::error(span, anf::ir::TrapCode::CotangentLength.message(a, m)));
+            }
+            Value::Unit
+        }
         B::TapeNew => return filled(&args[0], Value::Unit),
         B::AccAdd => {
             let (i, g) = (int(&args[1], span)?, real(&args[2], span)?);

@@ -89,6 +89,7 @@ pub fn reals(v: &runtime::value::Value) -> Vec<f64> {
         Value::Real(r) => vec![*r],
         Value::Array(vs) => vs.iter().flat_map(reals).collect(),
         Value::Tuple(vs) => vs.iter().flat_map(reals).collect(),
+        Value::Star(r) => reals(r),
         _ => vec![f64::NAN],
     }
 }
