@@ -146,6 +146,22 @@ impl Incremental {
         let derivative = ilc::derive_definition(program, root)?;
         let step = step_program(program, &derivative, &input_ty, &output_ty)?;
         let step = ilc::expand(&step)?;
+        // Differentiation sites in `f` (and in its derivative, which recomputes them) are then
+        // compiled by reverse mode, as `nabla run` does.
+        let step = match adjoint::reverse::transform(&step) {
+            Ok(Some(t)) => t,
+            Ok(None) => step,
+            Err(nc) => {
+                return Err(Diagnostic::error(
+                    nc.span,
+                    format!(
+                        "the compiled incremental driver cannot compile the derivative of `{}`: {} is not compiled yet \
+                         (`nabla incr --interp` runs it on the reference interpreter)",
+                        def.name, nc.what
+                    ),
+                ))
+            }
+        };
         let options = LowerOptions { apply_arity: Some(3) };
         let lowered = lower::lower(&step, &options)
             .map_err(|e| Diagnostic::error(span, format!("internal compiler error: {}", e.message)))?;

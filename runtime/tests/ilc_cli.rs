@@ -165,3 +165,36 @@ fn derive_names_what_prevents_self_maintainability() {
     let r = nabla(&["derive", &p]);
     assert_eq!(r.status, 2);
 }
+
+/// A definition that uses `grad`: its derivative recomputes the gradient. Where the driver can
+/// compile it, the outputs are the interpreter's; where it cannot, the refusal is located at the
+/// `grad` and says how to run it.
+#[test]
+fn incr_of_a_definition_using_grad() {
+    let dir = files(
+        "grad",
+        &[
+            ("p.nbl", "def sq (x : Real) = x * x\ndef f (x : Real) = grad sq x + x\n"),
+            ("in.txt", "3.0"),
+            ("ch.txt", "replace 4.0\nreplace 0.5\n"),
+        ],
+    );
+    let p = |f: &str| dir.join(f).display().to_string();
+    let args = ["incr", &p("p.nbl"), "f", "--input", &p("in.txt"), "--changes", &p("ch.txt")];
+    let interp = nabla(&[&args[..], &["--interp"]].concat());
+    assert_eq!(interp.status, 0, "{}", interp.stderr);
+    assert_eq!(interp.stdout, "9.0\n12.0\n1.5\n");
+    let compiled = nabla(&args);
+    if compiled.status == 0 {
+        assert_eq!(compiled.stdout, interp.stdout);
+    } else {
+        assert_eq!(compiled.status, 1);
+        assert!(
+            compiled.stderr.contains("cannot compile the derivative of `f`")
+                && compiled.stderr.contains("--interp")
+                && compiled.stderr.contains("p.nbl:2:20"),
+            "{}",
+            compiled.stderr
+        );
+    }
+}
