@@ -311,12 +311,19 @@ impl Lowerer<'_> {
         let et = elem(result)?;
         let st = stride(&et);
         let out = self.b().new_array(n, st);
-        self.counted_loop(n, vec![], &mut |l, i, _| {
-            let y = l.apply(f.clone(), vec![(LVal::Word(i), site)])?;
-            let addr = l.b().elem_addr(out, i, st);
-            l.store_value(&y, addr, 0)?;
-            Ok(vec![])
-        })?;
+        self.element_loop(
+            &et,
+            n,
+            &mut |l, i| {
+                let y = l.apply(f.clone(), vec![(LVal::Word(i), site)])?;
+                l.materialize(&y)
+            },
+            &mut |l, i, y| {
+                let addr = l.b().elem_addr(out, i, st);
+                l.store_words(&y, addr, 0);
+                Ok(())
+            },
+        )?;
         Ok(LVal::Word(out))
     }
 
@@ -326,14 +333,21 @@ impl Lowerer<'_> {
         let (sx, sy) = (stride(&xt), stride(&yt));
         let n = self.b().array_len(a);
         let out = self.b().new_array(n, sy);
-        self.counted_loop(n, vec![], &mut |l, i, _| {
-            let src = l.b().elem_addr(a, i, sx);
-            let x = l.load_value(&xt, src, 0)?;
-            let y = l.apply(f.clone(), vec![(x, site)])?;
-            let dst = l.b().elem_addr(out, i, sy);
-            l.store_value(&y, dst, 0)?;
-            Ok(vec![])
-        })?;
+        self.element_loop(
+            &yt,
+            n,
+            &mut |l, i| {
+                let src = l.b().elem_addr(a, i, sx);
+                let x = l.load_value(&xt, src, 0)?;
+                let y = l.apply(f.clone(), vec![(x, site)])?;
+                l.materialize(&y)
+            },
+            &mut |l, i, y| {
+                let dst = l.b().elem_addr(out, i, sy);
+                l.store_words(&y, dst, 0);
+                Ok(())
+            },
+        )?;
         Ok(LVal::Word(out))
     }
 
@@ -347,16 +361,23 @@ impl Lowerer<'_> {
         let differ = self.b().icmp(Cmp::Ne, n, m);
         self.fail_if(differ, TrapCode::ZipWithLengths, site, n, m);
         let out = self.b().new_array(n, sy);
-        self.counted_loop(n, vec![], &mut |l, i, _| {
-            let pa = l.b().elem_addr(a, i, sx);
-            let x = l.load_value(&xt, pa, 0)?;
-            let pc = l.b().elem_addr(c, i, sz);
-            let z = l.load_value(&zt, pc, 0)?;
-            let y = l.apply(f.clone(), vec![(x, site), (z, site)])?;
-            let dst = l.b().elem_addr(out, i, sy);
-            l.store_value(&y, dst, 0)?;
-            Ok(vec![])
-        })?;
+        self.element_loop(
+            &yt,
+            n,
+            &mut |l, i| {
+                let pa = l.b().elem_addr(a, i, sx);
+                let x = l.load_value(&xt, pa, 0)?;
+                let pc = l.b().elem_addr(c, i, sz);
+                let z = l.load_value(&zt, pc, 0)?;
+                let y = l.apply(f.clone(), vec![(x, site), (z, site)])?;
+                l.materialize(&y)
+            },
+            &mut |l, i, y| {
+                let dst = l.b().elem_addr(out, i, sy);
+                l.store_words(&y, dst, 0);
+                Ok(())
+            },
+        )?;
         Ok(LVal::Word(out))
     }
 

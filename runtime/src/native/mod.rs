@@ -41,6 +41,14 @@ pub const DEFAULT_ARENA_LIMIT: usize = 4 << 30;
 /// Bytes a loop allocates before its carried value is compacted, at the least.
 pub const DEFAULT_COMPACT_MIN: usize = 16 << 20;
 
+/// Bytes one iteration of `build`, `map` or `zipWith` allocates before its element is compacted,
+/// at the least (besides twice the last element's size).
+pub const SCOPE_MIN: usize = 64 << 10;
+
+/// What a bag or map made since a mark counts for in the bytes a loop has allocated (their
+/// memory is the system's, not the arena's, but a loop making many of them should compact).
+const COLLECTION_BYTES: usize = 1024;
+
 /// An error raised while compiled code ran: the status it set, a message for the user, and where
 /// it happened (the trap's site, which the engine maps back to a source span) with its payload.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,6 +103,22 @@ pub struct CallCtx {
     in_side: bool,
     /// A loop compacts once it has allocated more than this and twice its last survivor.
     compact_min: usize,
+    /// Where the main arena's cursor stood when the compaction under way began.
+    main_cursor: *mut u8,
+    /// The mark of the compaction under way.
+    compacting: i64,
+    /// Bags and maps made since that mark that the survivor holds: they outlive the release.
+    #[allow(clippy::vec_box)]
+    kept_bags: Vec<Box<Bag>>,
+    #[allow(clippy::vec_box)]
+    kept_maps: Vec<Box<Map>>,
+    /// Checking mode (tests): released memory is poisoned, released bags and maps emptied and
+    /// never reused.
+    checking: bool,
+    #[allow(clippy::vec_box)]
+    graveyard: (Vec<Box<Bag>>, Vec<Box<Map>>),
+    /// The most bags and maps alive at once (see [`CallCtx::collections_peak`]).
+    collections_peak: usize,
     // Boxed so that the pointers handed to compiled code stay put when the vectors grow.
     #[allow(clippy::vec_box)]
     bags: Vec<Box<Bag>>,
@@ -125,6 +149,13 @@ impl CallCtx {
             side: Arena::new(arena_limit),
             in_side: false,
             compact_min: DEFAULT_COMPACT_MIN,
+            main_cursor: std::ptr::null_mut(),
+            compacting: 0,
+            kept_bags: Vec::new(),
+            kept_maps: Vec::new(),
+            checking: false,
+            graveyard: (Vec::new(), Vec::new()),
+            collections_peak: 0,
             bags: Vec::new(),
             maps: Vec::new(),
             spare_bags: Vec::new(),
@@ -185,6 +216,10 @@ impl CallCtx {
         self.header.status = 0;
         // A call that failed while copying into the side arena left the cursor there.
         self.in_side = false;
+        self.kept_bags.clear();
+        self.kept_maps.clear();
+        self.graveyard.0.clear();
+        self.graveyard.1.clear();
         self.side.reset(&mut CtxHeader::empty());
         self.arena.reset(&mut self.header);
     }
@@ -197,43 +232,166 @@ impl CallCtx {
         arena.alloc(&mut self.header, n).ok_or_else(too_big)
     }
 
-    /// Compaction of loop-carried values. A loop whose carried value holds arrays (and nothing
-    /// but arrays, tuples and scalars) takes a [`CallCtx::arena_mark`] before its first
-    /// iteration; after each iteration it asks [`CallCtx::compact_begin`] whether to compact.
-    /// If so, compiled code copies the carried value (into the side arena), calls
-    /// [`CallCtx::compact_end`] — which frees every allocation since the mark — and copies it
-    /// back. Only the carried value can point into that memory: values are immutable, so
-    /// nothing older points at anything newer, and the loop's other live values were made
-    /// before the mark. A long loop then needs memory for its live data, not for every array it
-    /// ever made.
-    pub fn arena_mark(&self) -> i64 {
-        self.arena.mark(&self.header)
+    /// Compaction: freeing a loop's temporaries (see `anf::lower::compact` for which loops, and
+    /// ARCHITECTURE.md, "Memory model", for why it is sound). A loop takes a mark before its
+    /// first iteration (or, for `build`/`map`/`zipWith` with elements that hold pointers, before
+    /// each iteration); after an iteration it asks [`CallCtx::compact_begin`] whether to compact.
+    /// If so, compiled code copies the survivor (the carried value or the element) into the side
+    /// arena — only what [`CallCtx::allocated_since`] says lies after the mark; older parts are
+    /// kept as they are, and bags and maps made since the mark are kept by
+    /// [`CallCtx::keep_bag`]/[`CallCtx::keep_map`] — then calls [`CallCtx::compact_end`], which
+    /// frees every allocation since the mark (arena memory, bags and maps), and copies the
+    /// survivor back. The mark allocates one slot, which records how many bags and maps there
+    /// were: those made later are the loop's.
+    pub fn arena_mark(&mut self) -> Result<i64, NativeError> {
+        let counts = (self.bags.len() as u64 & 0xffff_ffff) | ((self.maps.len() as u64) << 32);
+        let slot = self.alloc(8)?;
+        // SAFETY: `slot` is 8 fresh bytes.
+        unsafe { (slot as *mut u64).write(counts) };
+        Ok(self.arena.mark(&self.header))
     }
 
-    /// Whether the loop that took `mark` should compact now (it allocated more than
-    /// `max(compact_min, threshold)` since), switching allocation to the side arena if so.
+    /// How many bags and maps there were when `mark` was taken.
+    fn mark_counts(&self, mark: i64) -> (usize, usize) {
+        match self.arena.mark_slot(mark) {
+            // SAFETY: the slot was written by `arena_mark` and lies before the mark.
+            Some(slot) => {
+                let c = unsafe { *slot };
+                (((c & 0xffff_ffff) as usize).min(self.bags.len()), ((c >> 32) as usize).min(self.maps.len()))
+            }
+            None => (self.bags.len(), self.maps.len()),
+        }
+    }
+
+    /// Bytes allocated since `mark`, bags and maps made since counted as [`COLLECTION_BYTES`].
+    fn made_since(&self, mark: i64) -> usize {
+        let (b, m) = self.mark_counts(mark);
+        let collections = (self.bags.len() - b + self.maps.len() - m).saturating_mul(COLLECTION_BYTES);
+        self.arena.used_since(&self.header, mark).saturating_add(collections)
+    }
+
+    /// Whether the loop that took `mark` should compact now — it made more than
+    /// `max(compact_min, threshold)` since — switching allocation to the side arena if so.
     pub fn compact_begin(&mut self, mark: i64, threshold: i64) -> bool {
-        let bound = self.compact_min.max(usize::try_from(threshold).unwrap_or(0));
-        if self.in_side || self.arena.used_since(&self.header, mark) <= bound {
+        self.begin_if(mark, self.compact_min.max(usize::try_from(threshold).unwrap_or(0)))
+    }
+
+    /// [`CallCtx::compact_begin`] for one iteration of `build`, `map` or `zipWith`: the bound is
+    /// `max(min(compact_min, SCOPE_MIN), threshold)`.
+    pub fn scope_begin(&mut self, mark: i64, threshold: i64) -> bool {
+        self.begin_if(mark, self.compact_min.min(SCOPE_MIN).max(usize::try_from(threshold).unwrap_or(0)))
+    }
+
+    fn begin_if(&mut self, mark: i64, bound: usize) -> bool {
+        if self.in_side || self.made_since(mark) <= bound {
             return false;
         }
+        self.main_cursor = self.header.alloc_ptr;
+        self.compacting = mark;
         self.side.set_limit(self.arena_limit().saturating_sub(self.arena.reserved()));
         self.side.reset(&mut self.header);
         self.in_side = true;
         true
     }
 
-    /// Frees the main arena's memory since `mark` and allocates from it again; gives the bytes
-    /// the side arena holds (the survivor's size, so the next compaction waits for twice that).
+    /// During a compaction: does `p` point into memory made since its mark (to be copied), as
+    /// opposed to older memory the release leaves alone (kept as it is)?
+    pub fn allocated_since(&self, p: *const u8) -> bool {
+        self.in_side && self.arena.allocated_since(self.compacting, p, self.main_cursor)
+    }
+
+    /// During a compaction: does `p` point into the side arena (a copy to bring back)?
+    pub fn in_side_arena(&self, p: *const u8) -> bool {
+        self.side.contains(p)
+    }
+
+    /// During a compaction: keeps a bag the survivor holds (if it was made since the mark, it is
+    /// taken out of the loop's bags, so the release does not free it).
+    pub fn keep_bag(&mut self, bag: *mut Bag) -> *mut Bag {
+        let (since, _) = self.mark_counts(self.compacting);
+        if let Some(i) = self.bags[since..].iter().rposition(|b| std::ptr::eq(&**b, bag)) {
+            let b = self.bags.remove(since + i);
+            self.kept_bags.push(b);
+        }
+        bag
+    }
+
+    /// As [`CallCtx::keep_bag`], for a map (whose values hold no pointers: `lower::compact`).
+    pub fn keep_map(&mut self, map: *mut Map) -> *mut Map {
+        let (_, since) = self.mark_counts(self.compacting);
+        if let Some(i) = self.maps[since..].iter().rposition(|m| std::ptr::eq(&**m, map)) {
+            let m = self.maps.remove(since + i);
+            self.kept_maps.push(m);
+        }
+        map
+    }
+
+    /// Frees everything made since `mark` but the kept bags and maps, and allocates from the main
+    /// arena again; gives the bytes the side arena holds (the survivor's size, so the next
+    /// compaction waits for twice that).
     pub fn compact_end(&mut self, mark: i64) -> i64 {
         let survivor = self.side.used_since(&self.header, 0) as i64;
         self.in_side = false;
-        self.arena.release(&mut self.header, mark);
-        // Entry arrays cached by bags may lie in the freed memory: they are made again on demand.
-        for b in &mut self.bags {
-            b.forget_cached_entries();
+        let (b, m) = self.mark_counts(mark);
+        // Entry arrays cached by older bags may lie in the memory being freed: they are made
+        // again on demand.
+        for bag in self.bags[..b].iter_mut().chain(self.kept_bags.iter_mut()) {
+            let cached = [bag.cached_entries(), bag.cached_unordered_entries()];
+            if cached.iter().flatten().any(|p| self.arena.allocated_since(mark, *p, self.main_cursor)) {
+                bag.forget_cached_entries();
+            }
         }
+        self.arena.release(&mut self.header, mark);
+        let freed_bags = self.bags.split_off(b);
+        let freed_maps = self.maps.split_off(m);
+        if self.checking {
+            for mut bag in freed_bags {
+                bag.recycle(bag.key_words());
+                self.graveyard.0.push(bag);
+            }
+            for mut map in freed_maps {
+                map.recycle(map.key_words(), map.value_words());
+                self.graveyard.1.push(map);
+            }
+        } else {
+            let room = MAX_SPARE_BAGS.saturating_sub(self.spare_bags.len());
+            self.spare_bags.extend(freed_bags.into_iter().rev().take(room));
+            let room = MAX_SPARE_BAGS.saturating_sub(self.spare_maps.len());
+            self.spare_maps.extend(freed_maps.into_iter().rev().take(room));
+        }
+        self.bags.append(&mut self.kept_bags);
+        self.maps.append(&mut self.kept_maps);
         survivor
+    }
+
+    /// Checking mode for tests: released memory is poisoned and never reused, released bags and
+    /// maps are emptied and never reused, so a value that outlived a release shows.
+    pub fn set_checking(&mut self, on: bool) {
+        self.checking = on;
+        self.arena.set_poison(on);
+    }
+
+    /// The most memory the arenas have held at once since the context was made or
+    /// [`CallCtx::reset_peak`]: the high-water mark memory tests measure.
+    pub fn arena_peak(&self) -> usize {
+        self.arena.peak() + self.side.peak()
+    }
+
+    /// The most bags and maps the context held at once since it was made or
+    /// [`CallCtx::reset_peak`] (their memory is the system's, outside the arena).
+    pub fn collections_peak(&self) -> usize {
+        self.collections_peak
+    }
+
+    fn count_collections(&mut self) {
+        self.collections_peak = self.collections_peak.max(self.bags.len() + self.maps.len());
+    }
+
+    /// Starts measuring [`CallCtx::arena_peak`] and [`CallCtx::collections_peak`] again.
+    pub fn reset_peak(&mut self) {
+        self.collections_peak = self.bags.len() + self.maps.len();
+        self.arena.reset_peak();
+        self.side.reset_peak();
     }
 
     /// Makes loops compact after `bytes` of allocation (tests use a small bound to exercise it).
@@ -260,6 +418,7 @@ impl CallCtx {
         let mut b = Box::new(bag);
         let p: *mut Bag = &mut *b;
         self.bags.push(b);
+        self.count_collections();
         p
     }
 
@@ -271,6 +430,7 @@ impl CallCtx {
                 b.recycle(key_words);
                 let p: *mut Bag = &mut *b;
                 self.bags.push(b);
+                self.count_collections();
                 p
             }
             None => self.new_bag(Bag::new(key_words)),
@@ -285,6 +445,7 @@ impl CallCtx {
                 m.recycle(key_words, value_words);
                 let p: *mut Map = &mut *m;
                 self.maps.push(m);
+                self.count_collections();
                 p
             }
             None => self.new_map(Map::new(key_words, value_words)),
@@ -296,6 +457,7 @@ impl CallCtx {
         let mut m = Box::new(map);
         let p: *mut Map = &mut *m;
         self.maps.push(m);
+        self.count_collections();
         p
     }
 

@@ -62,7 +62,33 @@ pub unsafe extern "C" fn nabla_alloc(ctx: *mut CtxHeader, bytes: i64) -> *mut u8
 
 /// A mark of the arena's position before a compacting loop (`CallCtx::arena_mark`).
 pub unsafe extern "C" fn nabla_arena_mark(ctx: *mut CtxHeader) -> i64 {
-    guard(ctx, 0, |cx| Ok(cx.arena_mark()))
+    guard(ctx, 0, |cx| cx.arena_mark())
+}
+
+/// Whether one iteration of `build`/`map`/`zipWith` should compact its element
+/// (`CallCtx::scope_begin`).
+pub unsafe extern "C" fn nabla_arena_scope_begin(ctx: *mut CtxHeader, mark: i64, threshold: i64) -> bool {
+    guard(ctx, false, |cx| Ok(cx.scope_begin(mark, threshold)))
+}
+
+/// During a compaction: was `p` made since the mark (`CallCtx::allocated_since`)?
+pub unsafe extern "C" fn nabla_arena_since(ctx: *mut CtxHeader, p: *const u8) -> bool {
+    guard(ctx, false, |cx| Ok(cx.allocated_since(p)))
+}
+
+/// During a compaction: is `p` a copy in the side arena (`CallCtx::in_side_arena`)?
+pub unsafe extern "C" fn nabla_arena_in_side(ctx: *mut CtxHeader, p: *const u8) -> bool {
+    guard(ctx, false, |cx| Ok(cx.in_side_arena(p)))
+}
+
+/// During a compaction: keeps a bag the survivor holds (`CallCtx::keep_bag`).
+pub unsafe extern "C" fn nabla_arena_keep_bag(ctx: *mut CtxHeader, bag: *mut Bag) -> *mut Bag {
+    guard(ctx, bag, |cx| Ok(cx.keep_bag(bag)))
+}
+
+/// During a compaction: keeps a map the survivor holds (`CallCtx::keep_map`).
+pub unsafe extern "C" fn nabla_arena_keep_map(ctx: *mut CtxHeader, map: *mut Map) -> *mut Map {
+    guard(ctx, map, |cx| Ok(cx.keep_map(map)))
 }
 
 /// Whether a compacting loop should compact now (`CallCtx::compact_begin`).
@@ -317,6 +343,11 @@ pub fn address(name: &str) -> Option<*const u8> {
     let p = match name {
         "nabla_arena_mark" => nabla_arena_mark as *const u8,
         "nabla_arena_compact_begin" => nabla_arena_compact_begin as *const u8,
+        "nabla_arena_scope_begin" => nabla_arena_scope_begin as *const u8,
+        "nabla_arena_since" => nabla_arena_since as *const u8,
+        "nabla_arena_in_side" => nabla_arena_in_side as *const u8,
+        "nabla_arena_keep_bag" => nabla_arena_keep_bag as *const u8,
+        "nabla_arena_keep_map" => nabla_arena_keep_map as *const u8,
         "nabla_arena_compact_end" => nabla_arena_compact_end as *const u8,
         "nabla_sin" => nabla_sin as *const u8,
         "nabla_cos" => nabla_cos as *const u8,
