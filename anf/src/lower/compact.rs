@@ -256,7 +256,8 @@ impl Lowerer<'_> {
                 let y = body(l, i)?;
                 store(l, i, y)?;
                 let end = l.inst_count();
-                let (_, go) = l.compact_step(t, mark, zero, vec![], "nabla_arena_compact_begin")?;
+                // Nothing survives: the step copies no words.
+                let (_, go) = l.compact_step(&Type::Unit, mark, zero, vec![], "nabla_arena_compact_begin")?;
                 step = Some((go, end));
                 Ok(vec![])
             })?;
@@ -321,6 +322,9 @@ impl Lowerer<'_> {
     /// goes during a compaction) and the bags and maps made since are kept; `Back`, the arrays in
     /// the side arena are copied (into the main arena). Everything else stays where it is.
     fn copy_words(&mut self, t: &Type, words: &[Value], dir: Direction) -> R<Vec<Value>> {
+        if !has_pointers(t) {
+            return Ok(words.to_vec());
+        }
         match t {
             Type::Array(e) => {
                 let a = words[0];
