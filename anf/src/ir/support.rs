@@ -48,6 +48,11 @@ pub const SUPPORT: &[SupportDecl] = &[
     decl("nabla_arena_in_side", &[P], &[B], false),
     decl("nabla_arena_keep_bag", &[P], &[P], false),
     decl("nabla_arena_keep_map", &[P], &[P], false),
+    // `(ptr)`: the survivor holds something compaction cannot copy (a closure's environment, a
+    // group record, a change's payload; a map whose values hold pointers): made since the mark,
+    // it abandons the compaction (`compact_end` then frees nothing and gives minus the bytes).
+    decl("nabla_arena_hold", &[P], &[], false),
+    decl("nabla_arena_hold_map", &[P], &[], false),
     decl("nabla_arena_compact_end", &[I], &[I], false),
     // Real primitives Cranelift has no instruction for.
     decl("nabla_sin", &[F], &[F], false),

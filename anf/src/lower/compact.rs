@@ -46,8 +46,11 @@ pub(crate) struct Scope {
     end: usize,
 }
 
-/// Can compaction copy (or keep) every part of a value of type `t`?
-pub(crate) fn copyable(t: &Type) -> bool {
+/// Can compaction copy (or keep) the parts of a value of type `t` made since the mark? Other
+/// parts (closures' environments, group records, changes' payloads, maps whose values hold
+/// pointers) are only *held*: older than the mark they stay where they are, made since it they
+/// abandon the compaction.
+fn copyable(t: &Type) -> bool {
     match t {
         Type::Int | Type::Real | Type::Bool | Type::Unit => true,
         Type::Tuple(ts) => ts.iter().all(copyable),
@@ -175,9 +178,6 @@ impl Lowerer<'_> {
         init: Vec<Value>,
         body: &mut dyn FnMut(&mut Self, Value, Vec<Value>) -> R<Vec<Value>>,
     ) -> R<Vec<Value>> {
-        if !copyable(t) {
-            return self.counted_loop(n, init, body);
-        }
         let (mark, start) = self.mark()?;
         let words = init.len();
         let mut init = init;
@@ -207,9 +207,6 @@ impl Lowerer<'_> {
         cond: &mut dyn FnMut(&mut Self, Vec<Value>) -> R<Value>,
         body: &mut dyn FnMut(&mut Self, Vec<Value>) -> R<Vec<Value>>,
     ) -> R<Vec<Value>> {
-        if !copyable(t) {
-            return self.while_loop(init, cond, body);
-        }
         let (mark, start) = self.mark()?;
         let words = init.len();
         let mut init = init;
@@ -239,14 +236,6 @@ impl Lowerer<'_> {
         body: &mut dyn FnMut(&mut Self, Value) -> R<Vec<Value>>,
         store: &mut dyn FnMut(&mut Self, Value, Vec<Value>) -> R<()>,
     ) -> R<()> {
-        if !copyable(t) {
-            self.counted_loop(n, vec![], &mut |l, i, _| {
-                let y = body(l, i)?;
-                store(l, i, y)?;
-                Ok(vec![])
-            })?;
-            return Ok(());
-        }
         if !has_pointers(t) {
             // One mark for the loop: the elements are words, so nothing made since survives.
             let (mark, start) = self.mark()?;
@@ -302,9 +291,32 @@ impl Lowerer<'_> {
             &mut |l| {
                 let out = l.copy_words(t, &next, Direction::Out)?;
                 let survivor = l.ext1("nabla_arena_compact_end", vec![mark])?;
-                let mut back = l.copy_words(t, &out, Direction::Back)?;
-                back.push(l.b().binary(BinaryOp::Iadd, survivor, survivor));
-                Ok(back)
+                let twice = l.b().binary(BinaryOp::Iadd, survivor, survivor);
+                if copyable(t) {
+                    let mut back = l.copy_words(t, &out, Direction::Back)?;
+                    back.push(twice);
+                    return Ok(back);
+                }
+                // Abandoned (negative): nothing was freed, the words are still good; the next
+                // attempt waits for twice the bytes made so far.
+                let zero = l.b().iconst(0);
+                let abandoned = l.b().icmp(ir::Cmp::Lt, survivor, zero);
+                let mut tys: Vec<ir::Type> = next.iter().map(|v| l.vty(*v)).collect();
+                tys.push(ir::Type::I64);
+                l.branch(
+                    abandoned,
+                    &tys,
+                    &mut |l| {
+                        let mut same = next.clone();
+                        same.push(l.b().unary(ir::UnaryOp::Ineg, twice));
+                        Ok(same)
+                    },
+                    &mut |l| {
+                        let mut back = l.copy_words(t, &out, Direction::Back)?;
+                        back.push(twice);
+                        Ok(back)
+                    },
+                )
             },
             &mut |_| {
                 let mut same = next.clone();
@@ -358,7 +370,22 @@ impl Lowerer<'_> {
                 Ok(r)
             }
             Type::Bag(_) if dir == Direction::Out => Ok(vec![self.ext1("nabla_arena_keep_bag", vec![words[0]])?]),
-            Type::Map(..) if dir == Direction::Out => Ok(vec![self.ext1("nabla_arena_keep_map", vec![words[0]])?]),
+            Type::Map(_, v) if dir == Direction::Out && !has_pointers(v) => {
+                Ok(vec![self.ext1("nabla_arena_keep_map", vec![words[0]])?])
+            }
+            Type::Map(..) if dir == Direction::Out => {
+                self.ext("nabla_arena_hold_map", vec![words[0]])?;
+                Ok(words.to_vec())
+            }
+            // A closure's environment, a change's payload (the second word), a group's record.
+            Type::Fun(..) | Type::Dual(_) | Type::Delta(_) if dir == Direction::Out => {
+                self.ext("nabla_arena_hold", vec![words[1]])?;
+                Ok(words.to_vec())
+            }
+            Type::Group(_) if dir == Direction::Out => {
+                self.ext("nabla_arena_hold", vec![words[0]])?;
+                Ok(words.to_vec())
+            }
             Type::Tuple(ts) => {
                 let mut out = Vec::with_capacity(words.len());
                 let mut at = 0;

@@ -105,6 +105,10 @@ pub struct CallCtx {
     compact_min: usize,
     /// Where the main arena's cursor stood when the compaction under way began.
     main_cursor: *mut u8,
+    main_end: *mut u8,
+    /// The survivor holds something made since the mark that cannot be copied: the compaction
+    /// under way is abandoned (nothing is freed).
+    abandon: bool,
     /// The mark of the compaction under way.
     compacting: i64,
     /// Bags and maps made since that mark that the survivor holds: they outlive the release.
@@ -150,6 +154,8 @@ impl CallCtx {
             in_side: false,
             compact_min: DEFAULT_COMPACT_MIN,
             main_cursor: std::ptr::null_mut(),
+            main_end: std::ptr::null_mut(),
+            abandon: false,
             compacting: 0,
             kept_bags: Vec::new(),
             kept_maps: Vec::new(),
@@ -287,6 +293,8 @@ impl CallCtx {
             return false;
         }
         self.main_cursor = self.header.alloc_ptr;
+        self.main_end = self.header.alloc_end;
+        self.abandon = false;
         self.compacting = mark;
         self.side.set_limit(self.arena_limit().saturating_sub(self.arena.reserved()));
         self.side.reset(&mut self.header);
@@ -316,6 +324,23 @@ impl CallCtx {
         bag
     }
 
+    /// During a compaction: the survivor holds `p` (a closure's environment, a group record, a
+    /// change's payload), which compaction cannot copy. Memory older than the mark is left
+    /// alone, so an older `p` is fine; one made since the mark abandons the compaction.
+    pub fn hold(&mut self, p: *const u8) {
+        if self.allocated_since(p) {
+            self.abandon = true;
+        }
+    }
+
+    /// As [`CallCtx::hold`], for a map whose values hold pointers.
+    pub fn hold_map(&mut self, map: *mut Map) {
+        let (_, since) = self.mark_counts(self.compacting);
+        if self.maps[since..].iter().any(|m| std::ptr::eq(&**m, map)) {
+            self.abandon = true;
+        }
+    }
+
     /// As [`CallCtx::keep_bag`], for a map (whose values hold no pointers: `lower::compact`).
     pub fn keep_map(&mut self, map: *mut Map) -> *mut Map {
         let (_, since) = self.mark_counts(self.compacting);
@@ -329,9 +354,19 @@ impl CallCtx {
     /// Frees everything made since `mark` but the kept bags and maps, and allocates from the main
     /// arena again; gives the bytes the side arena holds (the survivor's size, so the next
     /// compaction waits for twice that).
+    /// If the compaction was abandoned ([`CallCtx::hold`]), nothing is freed and the result is
+    /// minus the bytes made since the mark (the next attempt waits for twice as many).
     pub fn compact_end(&mut self, mark: i64) -> i64 {
         let survivor = self.side.used_since(&self.header, 0) as i64;
         self.in_side = false;
+        if self.abandon {
+            self.abandon = false;
+            self.header.alloc_ptr = self.main_cursor;
+            self.header.alloc_end = self.main_end;
+            self.bags.append(&mut self.kept_bags);
+            self.maps.append(&mut self.kept_maps);
+            return -(self.made_since(mark).max(1) as i64);
+        }
         let (b, m) = self.mark_counts(mark);
         // Entry arrays cached by older bags may lie in the memory being freed: they are made
         // again on demand.

@@ -86,6 +86,22 @@ pub unsafe extern "C" fn nabla_arena_keep_bag(ctx: *mut CtxHeader, bag: *mut Bag
     guard(ctx, bag, |cx| Ok(cx.keep_bag(bag)))
 }
 
+/// During a compaction: the survivor holds `p`, which cannot be copied (`CallCtx::hold`).
+pub unsafe extern "C" fn nabla_arena_hold(ctx: *mut CtxHeader, p: *const u8) {
+    guard(ctx, (), |cx| {
+        cx.hold(p);
+        Ok(())
+    })
+}
+
+/// During a compaction: the survivor holds a map whose values hold pointers (`CallCtx::hold_map`).
+pub unsafe extern "C" fn nabla_arena_hold_map(ctx: *mut CtxHeader, map: *mut Map) {
+    guard(ctx, (), |cx| {
+        cx.hold_map(map);
+        Ok(())
+    })
+}
+
 /// During a compaction: keeps a map the survivor holds (`CallCtx::keep_map`).
 pub unsafe extern "C" fn nabla_arena_keep_map(ctx: *mut CtxHeader, map: *mut Map) -> *mut Map {
     guard(ctx, map, |cx| Ok(cx.keep_map(map)))
@@ -348,6 +364,8 @@ pub fn address(name: &str) -> Option<*const u8> {
         "nabla_arena_in_side" => nabla_arena_in_side as *const u8,
         "nabla_arena_keep_bag" => nabla_arena_keep_bag as *const u8,
         "nabla_arena_keep_map" => nabla_arena_keep_map as *const u8,
+        "nabla_arena_hold" => nabla_arena_hold as *const u8,
+        "nabla_arena_hold_map" => nabla_arena_hold_map as *const u8,
         "nabla_arena_compact_end" => nabla_arena_compact_end as *const u8,
         "nabla_sin" => nabla_sin as *const u8,
         "nabla_cos" => nabla_cos as *const u8,
