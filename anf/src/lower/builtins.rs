@@ -248,6 +248,14 @@ impl Lowerer<'_> {
                 let sv = self.site_value(site);
                 self.b().bounds_check(i, n, sv);
                 let et = elem(&arg_type(ty, 0)?)?;
+                // The in-place rule of ARCHITECTURE.md ("Memory model"), checked per write: a
+                // pointer stored into an older array could outlive a compaction's release.
+                if super::compact::has_pointers(&et) {
+                    return Err(LowerError::unsupported(
+                        frontend::Span::SYNTHETIC,
+                        format!("an in-place `{}` of values holding pointers ({et})", b.name()),
+                    ));
+                }
                 let addr = self.b().elem_addr(a, i, stride(&et));
                 if b == B::AccAdd {
                     let old = self.b().load(ir::Type::F64, addr, 0);

@@ -22,9 +22,10 @@
 //! copied only if it was made since the mark (`nabla_arena_since`), a bag or map made since the
 //! mark is *kept* (taken out of the memory being freed, not copied), and anything older is left
 //! where it is — the release does not touch it. Copying back copies exactly what lies in the
-//! side arena (`nabla_arena_in_side`). Types compaction cannot copy (closures, groups, changes,
-//! maps whose values hold pointers) are not compacted: such loops keep their memory until the
-//! call returns. A loop whose body allocates nothing takes no mark: lowering emits the mark and
+//! side arena (`nabla_arena_in_side`). Parts compaction cannot copy (closures' environments,
+//! group records, changes' payloads, maps whose values hold pointers) are *held*
+//! (`nabla_arena_hold`): older than the mark they stay where they are; made since it, they
+//! abandon the compaction, which then frees nothing and waits for twice as much next time. A loop whose body allocates nothing takes no mark: lowering emits the mark and
 //! the checks, records them as a [`Scope`], and once every function exists
 //! ([`Lowerer::drop_idle_scopes`]) turns the mark of a scope whose instructions cannot allocate
 //! (directly or through the functions they call) into a constant and its checks into `false`.

@@ -9,9 +9,10 @@
 //! the [`CallCtx`] that made them.
 //!
 //! # Lifetimes
-//! Everything compiled code allocates (arena memory, bags, maps) lives until [`CallCtx::reset`].
-//! A caller reads the results it needs (marshalling them out) and then resets the context, so
-//! a context can serve any number of calls without growing.
+//! Everything compiled code allocates (arena memory, bags, maps) lives until [`CallCtx::reset`],
+//! unless a loop frees it sooner by compaction (ARCHITECTURE.md, "Memory model"). A caller reads
+//! the results it needs (marshalling them out) and then resets the context, so a context can
+//! serve any number of calls without growing.
 
 mod arena;
 mod collections;
