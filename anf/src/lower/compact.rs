@@ -74,7 +74,7 @@ pub(crate) fn has_pointers(t: &Type) -> bool {
 
 /// Support functions that never allocate (arena memory, bags or maps): a loop body calling only
 /// these needs no mark.
-const NO_ALLOC_SUPPORT: &[&str] = &[
+pub(crate) const NO_ALLOC_SUPPORT: &[&str] = &[
     "nabla_sin",
     "nabla_cos",
     "nabla_tan",
@@ -158,8 +158,12 @@ impl Lowerer<'_> {
         self.copy_ranges.clear();
         for s in std::mem::take(&mut self.scopes) {
             let f = &self.module.funcs[s.func];
-            let allocates = (s.start..s.end.min(f.insts.len()))
-                .any(|k| allocating(&self.module, &alloc, s.func, k, &f.insts.values().as_slice()[k].op));
+            // A switch's cases are filled in after the loop was emitted (their calls lie outside
+            // the range): an application of an unknown closure counts as allocating.
+            let allocates = (s.start..s.end.min(f.insts.len())).any(|k| {
+                let op = &f.insts.values().as_slice()[k].op;
+                matches!(op, Op::Switch(..)) || allocating(&self.module, &alloc, s.func, k, op)
+            });
             if !allocates {
                 let f = &mut self.module.funcs[s.func];
                 f.insts[s.mark].op = Op::Iconst(0);
@@ -246,8 +250,9 @@ impl Lowerer<'_> {
                 let y = body(l, i)?;
                 store(l, i, y)?;
                 let end = l.inst_count();
-                // Nothing survives: the step copies no words.
-                let (_, go) = l.compact_step(&Type::Unit, mark, zero, vec![], "nabla_arena_compact_begin")?;
+                // Nothing survives: the step copies no words, so it is cheap to take often (the
+                // iterations' memory stays in cache).
+                let (_, go) = l.compact_step(&Type::Unit, mark, zero, vec![], "nabla_arena_scope_begin")?;
                 step = Some((go, end));
                 Ok(vec![])
             })?;

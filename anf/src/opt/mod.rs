@@ -18,6 +18,7 @@
 mod bags;
 mod inline;
 mod order;
+mod scopes;
 mod simplify;
 
 #[cfg(test)]
@@ -104,6 +105,8 @@ fn run<E>(
         for_each_call(f, |g| call_sites[g.index()] += 1);
     }
     let root_set: FxHashSet<FuncId> = roots.iter().copied().collect();
+    // Which functions allocate (callees are final when their callers ask).
+    let mut allocating = rustc_hash::FxHashMap::default();
     for f in order {
         // Callees are final by now (callees first); `f` is simplified once, after inlining.
         loop {
@@ -126,6 +129,10 @@ fn run<E>(
         }
         simplify::simplify_function(module, f, &facts);
         check(module, "simplification", f)?;
+        if scopes::drop_idle(module, f, &mut allocating) {
+            simplify::simplify_function(module, f, &facts);
+            check(module, "idle compaction scopes", f)?;
+        }
         let placeholder = crate::ir::Function::empty("", Default::default());
         let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
         let fused = bags::fuse(module, &mut func);

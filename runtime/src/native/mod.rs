@@ -122,6 +122,9 @@ pub struct CallCtx {
     checking: bool,
     #[allow(clippy::vec_box)]
     graveyard: (Vec<Box<Bag>>, Vec<Box<Map>>),
+    /// Bags that cached an entry array (in the arena) since the last release looked: a release
+    /// forgets the caches it frees (and drops the bags it frees from this list).
+    cached_bags: Vec<*mut Bag>,
     /// The most bags and maps alive at once (see [`CallCtx::collections_peak`]).
     collections_peak: usize,
     // Boxed so that the pointers handed to compiled code stay put when the vectors grow.
@@ -163,6 +166,7 @@ impl CallCtx {
             checking: false,
             graveyard: (Vec::new(), Vec::new()),
             collections_peak: 0,
+            cached_bags: Vec::new(),
             bags: Vec::new(),
             maps: Vec::new(),
             spare_bags: Vec::new(),
@@ -210,6 +214,17 @@ impl CallCtx {
 
     /// Frees everything compiled code allocated and clears the error, ready for the next call.
     pub fn reset(&mut self) {
+        // Bags that cached entry arrays here — this context's, or another's read by this call
+        // (an API handle's definitions) — forget them: the memory is about to be reused. All
+        // are alive now (this context's bags go to the spares or are dropped below).
+        for p in std::mem::take(&mut self.cached_bags) {
+            // SAFETY: as above.
+            let bag = unsafe { &mut *p };
+            let caches = [bag.cached_entries(), bag.cached_unordered_entries()];
+            if caches.iter().flatten().any(|c| self.arena.contains(*c) || self.side.contains(*c)) {
+                bag.forget_cached_entries();
+            }
+        }
         // Spares are taken from the end: push this call's bags last-made first.
         let mut bags = std::mem::take(&mut self.bags);
         let keep = MAX_SPARE_BAGS.saturating_sub(self.spare_bags.len()).min(bags.len());
@@ -369,14 +384,24 @@ impl CallCtx {
             return -(self.made_since(mark).max(1) as i64);
         }
         let (b, m) = self.mark_counts(mark);
-        // Entry arrays cached by older bags may lie in the memory being freed: they are made
+        // Entry arrays cached by surviving bags may lie in the memory being freed: they are made
         // again on demand.
-        for bag in self.bags[..b].iter_mut().chain(self.kept_bags.iter_mut()) {
-            let cached = [bag.cached_entries(), bag.cached_unordered_entries()];
-            if cached.iter().flatten().any(|p| self.arena.allocated_since(mark, *p, self.main_cursor)) {
-                bag.forget_cached_entries();
+        let freed: rustc_hash::FxHashSet<*const Bag> = self.bags[b..].iter().map(|x| &**x as *const Bag).collect();
+        let mut cached = std::mem::take(&mut self.cached_bags);
+        cached.retain(|&p| {
+            if freed.contains(&(p as *const Bag)) {
+                return false;
             }
-        }
+            // SAFETY: not freed, so one of this context's live bags (or a spare, emptied).
+            let bag = unsafe { &mut *p };
+            let caches = [bag.cached_entries(), bag.cached_unordered_entries()];
+            if caches.iter().flatten().any(|c| self.arena.allocated_since(mark, *c, self.main_cursor)) {
+                bag.forget_cached_entries();
+                return false;
+            }
+            caches.iter().any(Option::is_some)
+        });
+        self.cached_bags = cached;
         self.arena.release(&mut self.header, mark);
         let freed_bags = self.bags.split_off(b);
         let freed_maps = self.maps.split_off(m);
@@ -398,6 +423,11 @@ impl CallCtx {
         self.bags.append(&mut self.kept_bags);
         self.maps.append(&mut self.kept_maps);
         survivor
+    }
+
+    /// Remembers that `bag` cached an entry array in the arena (see `cached_bags`).
+    pub(crate) fn note_cached(&mut self, bag: *mut Bag) {
+        self.cached_bags.push(bag);
     }
 
     /// Checking mode for tests: released memory is poisoned and never reused, released bags and

@@ -251,6 +251,7 @@ pub unsafe extern "C" fn nabla_bag_entries(ctx: *mut CtxHeader, bag: *mut Bag) -
         let (array, elems) = cx.new_array_slots(bag.len(), rec)?;
         bag.write_sorted_records(std::slice::from_raw_parts_mut(elems, bag.len() * rec), &mut cx.sort_scratch);
         bag.cache_entries(array);
+        cx.note_cached(bag);
         Ok(array)
     })
 }
@@ -267,6 +268,7 @@ pub unsafe extern "C" fn nabla_bag_entries_unordered(ctx: *mut CtxHeader, bag: *
         let (array, elems) = cx.new_array_slots(bag.len(), rec)?;
         bag.write_records(std::slice::from_raw_parts_mut(elems, bag.len() * rec));
         bag.cache_unordered_entries(array);
+        cx.note_cached(bag);
         Ok(array)
     })
 }
