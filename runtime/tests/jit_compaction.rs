@@ -40,6 +40,10 @@ const PROGRAMS: &[&str] = &[
     "def main = zipWith (fun x y -> (build x (fun k -> k + y), x * y)) [1, 2, 3] [4, 5, 6]",
     // An element holding an array made before the loop (kept, not copied) and one made in it.
     "def main = let big = build 5 (fun i -> i) in build 10 (fun i -> (big, build 3 (fun k -> k + i), sum (build 4 (fun j -> j))))",
+    // A bag made before the loop, folded (its entry array cached, then moved past each release)
+    // in iterations that make arrays; also in order-free folds.
+    "def main = let b = foldBag bagGroup (fun k -> bag{k, k * 2}) (bag{1, 2, 3, 4 # 3}) in build 30 (fun i -> foldBag intGroup (fun k -> k * i) b + sum (build 5 (fun j -> j)))",
+    "def main = let b = bag{5, 6 # 2} in build 25 (fun i -> (foldBag intGroup (fun k -> 1) b, foldBag realGroup (fun k -> toReal k) b, len (build i (fun j -> j))))",
     // Elements that are bags.
     "def main = build 20 (fun i -> let t = build 10 (fun k -> k) in singleton (sum t + i))",
     // A fold carrying a scalar whose body makes arrays.

@@ -246,15 +246,17 @@ impl Lowerer<'_> {
             let (mark, start) = self.mark()?;
             let zero = self.b().iconst(0);
             let mut step = None;
-            self.counted_loop(n, vec![], &mut |l, i, _| {
+            // The carried word: the bound of the next release (twice what the last one kept —
+            // nothing but bags' entry arrays moved past it).
+            self.counted_loop(n, vec![zero], &mut |l, i, acc| {
                 let y = body(l, i)?;
                 store(l, i, y)?;
                 let end = l.inst_count();
                 // Nothing survives: the step copies no words, so it is cheap to take often (the
                 // iterations' memory stays in cache).
-                let (_, go) = l.compact_step(&Type::Unit, mark, zero, vec![], "nabla_arena_scope_begin")?;
+                let (out, go) = l.compact_step(&Type::Unit, mark, acc[0], vec![], "nabla_arena_scope_begin")?;
                 step = Some((go, end));
-                Ok(vec![])
+                Ok(out)
             })?;
             if let Some((go, end)) = step {
                 self.scope(mark, vec![go], start, end)?;

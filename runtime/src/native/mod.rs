@@ -384,22 +384,39 @@ impl CallCtx {
             return -(self.made_since(mark).max(1) as i64);
         }
         let (b, m) = self.mark_counts(mark);
-        // Entry arrays cached by surviving bags may lie in the memory being freed: they are made
-        // again on demand.
+        // Entry arrays cached by surviving bags may lie in the memory being freed: they are
+        // moved past the release with the survivor (a loop folding over a bag made before it
+        // keeps its sorted entries), and count in the survivor's size.
         let freed: rustc_hash::FxHashSet<*const Bag> = self.bags[b..].iter().map(|x| &**x as *const Bag).collect();
         let mut cached = std::mem::take(&mut self.cached_bags);
+        let mut rescue: Vec<(*mut Bag, bool, Vec<u64>)> = Vec::new();
         cached.retain(|&p| {
             if freed.contains(&(p as *const Bag)) {
                 return false;
             }
-            // SAFETY: not freed, so one of this context's live bags (or a spare, emptied).
+            // SAFETY: not freed, so a live bag (this context's, a spare, or another context's
+            // read by this call).
             let bag = unsafe { &mut *p };
-            let caches = [bag.cached_entries(), bag.cached_unordered_entries()];
-            if caches.iter().flatten().any(|c| self.arena.allocated_since(mark, *c, self.main_cursor)) {
-                bag.forget_cached_entries();
-                return false;
+            let caches = [(true, bag.cached_entries()), (false, bag.cached_unordered_entries())];
+            let moving: Vec<(bool, *mut u8)> = caches
+                .iter()
+                .filter_map(|(sorted, c)| c.map(|c| (*sorted, c)))
+                .filter(|(_, c)| self.arena.allocated_since(mark, *c, self.main_cursor))
+                .collect();
+            if moving.is_empty() {
+                return caches.iter().any(|(_, c)| c.is_some());
             }
-            caches.iter().any(Option::is_some)
+            let rec = bag.key_words() + 1;
+            for (sorted, c) in moving {
+                // SAFETY: an entry array `[len][len records]` made by `nabla_bag_entries*`.
+                let words = unsafe {
+                    let len = (*(c as *const i64)).max(0) as usize;
+                    std::slice::from_raw_parts(c as *const u64, HEADER_WORDS + len * rec).to_vec()
+                };
+                rescue.push((p, sorted, words));
+            }
+            bag.forget_cached_entries();
+            false
         });
         self.cached_bags = cached;
         self.arena.release(&mut self.header, mark);
@@ -422,7 +439,23 @@ impl CallCtx {
         }
         self.bags.append(&mut self.kept_bags);
         self.maps.append(&mut self.kept_maps);
-        survivor
+        let mut moved = 0;
+        for (p, sorted, words) in rescue {
+            let Ok(array) = self.alloc(8 * words.len() as i64) else { break };
+            // SAFETY: `array` has room for the words; `p` is live (see above).
+            unsafe {
+                std::ptr::copy_nonoverlapping(words.as_ptr(), array as *mut u64, words.len());
+                let bag = &mut *p;
+                if sorted {
+                    bag.cache_entries(array);
+                } else {
+                    bag.cache_unordered_entries(array);
+                }
+            }
+            self.cached_bags.push(p);
+            moved += 8 * words.len() as i64;
+        }
+        survivor + moved
     }
 
     /// Remembers that `bag` cached an entry array in the arena (see `cached_bags`).
