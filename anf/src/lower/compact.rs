@@ -31,21 +31,10 @@
 //! (directly or through the functions they call) into a constant and its checks into `false`.
 
 use frontend::types::Type;
-use rustc_hash::FxHashSet;
 
 use super::value::flat;
 use super::{Lowerer, R};
-use crate::ir::{self, BinaryOp, FuncId, Inst, Op, Value, ValueDef};
-
-/// A mark and the checks that compact to it, with the instructions of the loop they serve.
-pub(crate) struct Scope {
-    func: FuncId,
-    mark: Inst,
-    begins: Vec<Inst>,
-    /// The loop's instructions are those numbered `start..end` in `func`.
-    start: usize,
-    end: usize,
-}
+use crate::ir::{self, BinaryOp, Value};
 
 /// Can compaction copy (or keep) the parts of a value of type `t` made since the mark? Other
 /// parts (closures' environments, group records, changes' payloads, maps whose values hold
@@ -73,7 +62,7 @@ pub(crate) fn has_pointers(t: &Type) -> bool {
 }
 
 /// Support functions that never allocate (arena memory, bags or maps): a loop body calling only
-/// these needs no mark.
+/// these needs no mark (`opt::scopes`).
 pub(crate) const NO_ALLOC_SUPPORT: &[&str] = &[
     "nabla_sin",
     "nabla_cos",
@@ -94,84 +83,9 @@ pub(crate) const NO_ALLOC_SUPPORT: &[&str] = &[
 ];
 
 impl Lowerer<'_> {
-    /// The number of instructions of the current function so far.
-    fn inst_count(&self) -> usize {
-        self.module.funcs[self.cur_func].insts.len()
-    }
-
-    /// The instruction defining `v`.
-    fn def_inst(&self, v: Value) -> R<Inst> {
-        match self.module.funcs[self.cur_func].values[v].def {
-            ValueDef::Result(i, _) => Ok(i),
-            _ => Err(super::LowerError::internal("a mark that is not an instruction's result")),
-        }
-    }
-
-    /// Takes a mark: the start of a [`Scope`].
-    fn mark(&mut self) -> R<(Value, usize)> {
-        let m = self.ext1("nabla_arena_mark", vec![])?;
-        Ok((m, self.inst_count()))
-    }
-
-    /// Records a scope: the mark, its checks, and where its loop's instructions start.
-    fn scope(&mut self, mark: Value, begins: Vec<Value>, start: usize, end: usize) -> R<()> {
-        let mark = self.def_inst(mark)?;
-        let begins = begins.iter().map(|b| self.def_inst(*b)).collect::<R<_>>()?;
-        self.scopes.push(Scope { func: self.cur_func, mark, begins, start, end });
-        Ok(())
-    }
-
-    /// Once every function exists: the scopes whose loops cannot allocate lose their mark and
-    /// never compact (both become constants the optimiser folds away).
-    pub(crate) fn drop_idle_scopes(&mut self) {
-        // Copying code runs only when its scope's loop allocates, and marks and checks allocate
-        // only for loops that do (their 8-byte slot is freed with the enclosing loop's memory):
-        // neither makes an enclosing loop allocate. Functions that may allocate, directly or
-        // through calls, are found by a fixpoint over the calls.
-        let copying: FxHashSet<(FuncId, usize)> =
-            self.copy_ranges.iter().flat_map(|&(f, a, b)| (a..b).map(move |i| (f, i))).collect();
-        let direct = |m: &ir::Module, op: &Op| match op {
-            Op::Alloc(_) | Op::NewArray(..) => true,
-            Op::CallExt(e, _) => {
-                let name = m.externs[*e].name.as_str();
-                !NO_ALLOC_SUPPORT.contains(&name) && !name.starts_with("nabla_arena_")
-            }
-            _ => false,
-        };
-        let allocating = |m: &ir::Module, alloc: &FxHashSet<FuncId>, f: FuncId, i: usize, op: &Op| {
-            !copying.contains(&(f, i)) && (direct(m, op) || matches!(op, Op::Call(g, _) if alloc.contains(g)))
-        };
-        let mut alloc: FxHashSet<FuncId> = FxHashSet::default();
-        loop {
-            let before = alloc.len();
-            for (id, f) in self.module.funcs.iter() {
-                if !alloc.contains(&id)
-                    && f.insts.values().enumerate().any(|(k, i)| allocating(&self.module, &alloc, id, k, &i.op))
-                {
-                    alloc.insert(id);
-                }
-            }
-            if alloc.len() == before {
-                break;
-            }
-        }
-        self.copy_ranges.clear();
-        for s in std::mem::take(&mut self.scopes) {
-            let f = &self.module.funcs[s.func];
-            // A switch's cases are filled in after the loop was emitted (their calls lie outside
-            // the range): an application of an unknown closure counts as allocating.
-            let allocates = (s.start..s.end.min(f.insts.len())).any(|k| {
-                let op = &f.insts.values().as_slice()[k].op;
-                matches!(op, Op::Switch(..)) || allocating(&self.module, &alloc, s.func, k, op)
-            });
-            if !allocates {
-                let f = &mut self.module.funcs[s.func];
-                f.insts[s.mark].op = Op::Iconst(0);
-                for b in s.begins {
-                    f.insts[b].op = Op::Bconst(false);
-                }
-            }
-        }
+    /// Takes a mark.
+    fn mark(&mut self) -> R<Value> {
+        self.ext1("nabla_arena_mark", vec![])
     }
 
     /// `counted_loop` over a carried value of type `t` (the words `init`), compacting it as the
@@ -183,22 +97,15 @@ impl Lowerer<'_> {
         init: Vec<Value>,
         body: &mut dyn FnMut(&mut Self, Value, Vec<Value>) -> R<Vec<Value>>,
     ) -> R<Vec<Value>> {
-        let (mark, start) = self.mark()?;
+        let mark = self.mark()?;
         let words = init.len();
         let mut init = init;
         // The last carried word: the bound the next compaction waits for (twice the survivor).
         init.push(self.b().iconst(0));
-        let mut step = None;
         let mut out = self.counted_loop(n, init, &mut |l, i, acc| {
             let next = body(l, i, acc[..words].to_vec())?;
-            let end = l.inst_count();
-            let (out, go) = l.compact_step(t, mark, acc[words], next, "nabla_arena_compact_begin")?;
-            step = Some((go, end));
-            Ok(out)
+            Ok(l.compact_step(t, mark, acc[words], next, "nabla_arena_compact_begin")?)
         })?;
-        if let Some((go, end)) = step {
-            self.scope(mark, vec![go], start, end)?;
-        }
         out.truncate(words);
         Ok(out)
     }
@@ -212,22 +119,14 @@ impl Lowerer<'_> {
         cond: &mut dyn FnMut(&mut Self, Vec<Value>) -> R<Value>,
         body: &mut dyn FnMut(&mut Self, Vec<Value>) -> R<Vec<Value>>,
     ) -> R<Vec<Value>> {
-        let (mark, start) = self.mark()?;
+        let mark = self.mark()?;
         let words = init.len();
         let mut init = init;
         init.push(self.b().iconst(0));
-        let mut step = None;
-        // The predicate is emitted after `start` too: its allocations count.
         let mut out = self.while_loop(init, &mut |l, acc| cond(l, acc[..words].to_vec()), &mut |l, acc| {
             let next = body(l, acc[..words].to_vec())?;
-            let end = l.inst_count();
-            let (out, go) = l.compact_step(t, mark, acc[words], next, "nabla_arena_compact_begin")?;
-            step = Some((go, end));
-            Ok(out)
+            l.compact_step(t, mark, acc[words], next, "nabla_arena_compact_begin")
         })?;
-        if let Some((go, end)) = step {
-            self.scope(mark, vec![go], start, end)?;
-        }
         out.truncate(words);
         Ok(out)
     }
@@ -243,34 +142,25 @@ impl Lowerer<'_> {
     ) -> R<()> {
         if !has_pointers(t) {
             // One mark for the loop: the elements are words, so nothing made since survives.
-            let (mark, start) = self.mark()?;
+            let mark = self.mark()?;
             let zero = self.b().iconst(0);
-            let mut step = None;
             // The carried word: the bound of the next release (twice what the last one kept —
             // nothing but bags' entry arrays moved past it).
             self.counted_loop(n, vec![zero], &mut |l, i, acc| {
                 let y = body(l, i)?;
                 store(l, i, y)?;
-                let end = l.inst_count();
                 // Nothing survives: the step copies no words, so it is cheap to take often (the
                 // iterations' memory stays in cache).
-                let (out, go) = l.compact_step(&Type::Unit, mark, acc[0], vec![], "nabla_arena_scope_begin")?;
-                step = Some((go, end));
-                Ok(out)
+                l.compact_step(&Type::Unit, mark, acc[0], vec![], "nabla_arena_scope_begin")
             })?;
-            if let Some((go, end)) = step {
-                self.scope(mark, vec![go], start, end)?;
-            }
             return Ok(());
         }
         // A mark per iteration; the carried word is the bound (twice the last element copied).
         let zero = self.b().iconst(0);
         self.counted_loop(n, vec![zero], &mut |l, i, acc| {
-            let (mark, start) = l.mark()?;
+            let mark = l.mark()?;
             let y = body(l, i)?;
-            let end = l.inst_count();
-            let (mut out, go) = l.compact_step(t, mark, acc[0], y, "nabla_arena_scope_begin")?;
-            l.scope(mark, vec![go], start, end)?;
+            let mut out = l.compact_step(t, mark, acc[0], y, "nabla_arena_scope_begin")?;
             let bound = out.pop().ok_or_else(|| super::LowerError::internal("compaction lost its bound"))?;
             store(l, i, out)?;
             Ok(vec![bound])
@@ -288,12 +178,11 @@ impl Lowerer<'_> {
         threshold: Value,
         next: Vec<Value>,
         begin: &str,
-    ) -> R<(Vec<Value>, Value)> {
+    ) -> R<Vec<Value>> {
         let go = self.ext1(begin, vec![mark, threshold])?;
         let mut tys: Vec<ir::Type> = next.iter().map(|v| self.vty(*v)).collect();
         tys.push(ir::Type::I64);
-        let start = self.inst_count();
-        let out = self.branch(
+        self.branch(
             go,
             &tys,
             &mut |l| {
@@ -331,10 +220,7 @@ impl Lowerer<'_> {
                 same.push(threshold);
                 Ok(same)
             },
-        )?;
-        let end = self.inst_count();
-        self.copy_ranges.push((self.cur_func, start, end));
-        Ok((out, go))
+        )
     }
 
     /// The words of a [`copyable`] value of type `t` with its parts copied as `dir` says:

@@ -142,7 +142,6 @@ pub fn lower(mono: &MonoProgram, options: &LowerOptions) -> Result<Lowered, Lowe
         None => None,
     };
     l.finish()?;
-    l.drop_idle_scopes();
     Ok(Lowered { module: l.module, main, apply, sites: l.sites, root_ty })
 }
 
@@ -210,9 +209,6 @@ pub(crate) struct Lowerer<'p> {
     no_base_words: FxHashSet<(FuncId, Value)>,
     /// `group.same` helpers by carrier type.
     same_group_fns: FxHashMap<String, FuncId>,
-    /// Compaction scopes, and the instructions that copy survivors (see `compact`).
-    scopes: Vec<compact::Scope>,
-    copy_ranges: Vec<(FuncId, usize, usize)>,
 }
 
 /// The printed form of a type: the key of per-type tables.
@@ -261,8 +257,6 @@ impl<'p> Lowerer<'p> {
             lam_counts: FxHashMap::default(),
             no_base_words: FxHashSet::default(),
             same_group_fns: FxHashMap::default(),
-            scopes: Vec::new(),
-            copy_ranges: Vec::new(),
         }
     }
 

@@ -129,10 +129,6 @@ fn run<E>(
         }
         simplify::simplify_function(module, f, &facts);
         check(module, "simplification", f)?;
-        if scopes::drop_idle(module, f, &mut allocating) {
-            simplify::simplify_function(module, f, &facts);
-            check(module, "idle compaction scopes", f)?;
-        }
         let placeholder = crate::ir::Function::empty("", Default::default());
         let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
         let fused = bags::fuse(module, &mut func);
@@ -147,6 +143,14 @@ fn run<E>(
         order::relax(module, &mut func);
         module.funcs[f] = func;
         check(module, "unsorted iteration", f)?;
+    }
+    // Last, with no clean-up after it (a constant check leaves a branch Cranelift folds): the
+    // compaction scopes of loops that allocate nothing once optimised.
+    let funcs: Vec<FuncId> = module.funcs.keys().collect();
+    for f in funcs {
+        if scopes::drop_idle(module, f, &mut allocating) {
+            check(module, "idle compaction scopes", f)?;
+        }
     }
     Ok(prune(module, roots))
 }

@@ -68,19 +68,48 @@ pub(super) fn drop_idle(module: &mut Module, f: FuncId, memo: &mut FxHashMap<Fun
                     Some(("nabla_arena_compact_begin" | "nabla_arena_scope_begin", args)) if args.first() == Some(&mv))
             })
             .collect();
+        // Blocks from which a check can be reached: an allocation matters only on the way
+        // from the mark to a check (not after the loop).
+        let mut reach: FxHashSet<Block> = begins.iter().map(|i| pos[i].0).collect();
+        let mut preds: FxHashMap<Block, Vec<Block>> = FxHashMap::default();
+        for &b in &func.layout {
+            for s in successors(func, b) {
+                preds.entry(s).or_default().push(b);
+            }
+        }
+        // Not through the mark: a path that passes it again starts the scope anew.
         let (b0, k0) = pos[&m];
+        let mut back: Vec<Block> = reach.iter().copied().filter(|b| *b != b0).collect();
+        while let Some(b) = back.pop() {
+            if b == b0 {
+                continue;
+            }
+            for &p in preds.get(&b).map(Vec::as_slice).unwrap_or(&[]) {
+                if reach.insert(p) {
+                    back.push(p);
+                }
+            }
+        }
         let mut seen: FxHashSet<Block> = FxHashSet::default();
         let mut work = vec![(b0, k0 + 1)];
         let mut busy = false;
         'walk: while let Some((b, k)) = work.pop() {
+            let mut allocated = false;
+            let mut stopped = false;
             for &i in &func.blocks[b].insts[k..] {
-                if begins.contains(&i) {
-                    continue 'walk;
+                if begins.contains(&i) || i == m {
+                    stopped = true;
+                    break;
                 }
-                if allocates(module, &func.insts[i].op, memo) {
-                    busy = true;
-                    break 'walk;
-                }
+                allocated |= allocates(module, &func.insts[i].op, memo);
+            }
+            let at_check = stopped && func.blocks[b].insts[k..].iter().any(|i| begins.contains(i));
+            if allocated && (at_check || (!stopped && reach.contains(&b))) {
+                busy = true;
+                break 'walk;
+            }
+            if stopped {
+                continue;
             }
             for s in successors(func, b) {
                 if seen.insert(s) {
