@@ -203,6 +203,18 @@ impl Compiled {
         self.ctx.arena_reserved()
     }
 
+    /// The most memory the call context's arenas held at once during the last call: the
+    /// high-water mark of compiled code's memory (loop temporaries freed by compaction do not
+    /// count twice; see ARCHITECTURE.md, "Memory model").
+    pub fn arena_peak(&self) -> usize {
+        self.ctx.arena_peak()
+    }
+
+    /// The most bags and maps alive at once during the last call (they live outside the arena).
+    pub fn collections_peak(&self) -> usize {
+        self.ctx.collections_peak()
+    }
+
     /// Bounds the memory one call may allocate (`nabla run --max-memory`; default 4 GiB): a call
     /// that needs more fails with "out of memory allocating N bytes". The interpreter's bound is
     /// `value::meter::set_limit`.
@@ -248,6 +260,7 @@ impl Compiled {
             };
         }
         self.ctx.reset();
+        self.ctx.reset_peak();
         self.ctx.limit_stack(self.machine.stack_budget());
         let entry = self.machine.apply_entry().ok_or_else(|| self.usage("it has no entry point"))?;
         // SAFETY: the context is live and reset; the arguments follow `ir::layout` for the

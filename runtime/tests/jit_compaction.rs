@@ -1,7 +1,11 @@
-//! Loops whose carried value holds arrays compact it (copy out, free the loop's memory, copy
-//! back) so long loops need memory for their live data only. Each program runs compiled with
-//! compaction after every iteration that allocates, and must print what the interpreter prints.
+//! Loops free their iterations' temporaries (`anf::lower::compact`): carrying loops compact
+//! their carried value, `build`/`map`/`zipWith` their elements, so long loops need memory for
+//! their live data only. Each program runs compiled with compaction after every iteration that
+//! allocates, in checking mode (released memory poisoned and never reused, released bags and
+//! maps emptied), and must print what the interpreter prints. Memory is measured as the arena's
+//! high-water mark through `runtime::api`.
 
+use runtime::api::{Arg, Compiled};
 use runtime::native::{CallCtx, DEFAULT_ARENA_LIMIT};
 
 const PROGRAMS: &[&str] = &[
@@ -28,6 +32,36 @@ const PROGRAMS: &[&str] = &[
     "def main = (while (fun (a, k) -> k < 70) (fun (a, k) -> (iterate 3 (fun b -> map (fun x -> x + k) b) a, k + 1)) ([1, 2], 0)).1",
     // An error after many compactions is the interpreter's error.
     "def main = iterate 100 (fun a -> if a.[0] > 50 then [a.[5]] else [a.[0] + 1, 0]) [0]",
+    // Element loops: scalar elements whose iterations make arrays (the matrix product).
+    "def main = let n = 12 in let a = build n (fun i -> build n (fun j -> toReal (i + 2 * j))) in let b = build n (fun i -> build n (fun j -> toReal (i * j - 3))) in build n (fun i -> build n (fun j -> fold (fun acc k -> acc + a.[i].[k] * b.[k].[j]) 0.0 (build n (fun k -> k))))",
+    // Elements that are arrays made in the iteration, next to garbage.
+    "def main = build 30 (fun i -> let t = build 40 (fun k -> k + i) in [sum t, i])",
+    "def main = map (fun r -> map (fun x -> x * sum (build 5 (fun k -> k))) r) [[1, 2], [3], []]",
+    "def main = zipWith (fun x y -> (build x (fun k -> k + y), x * y)) [1, 2, 3] [4, 5, 6]",
+    // An element holding an array made before the loop (kept, not copied) and one made in it.
+    "def main = let big = build 5 (fun i -> i) in build 10 (fun i -> (big, build 3 (fun k -> k + i), sum (build 4 (fun j -> j))))",
+    // A bag made before the loop, folded (its entry array cached, then moved past each release)
+    // in iterations that make arrays; also in order-free folds.
+    "def main = let b = foldBag bagGroup (fun k -> bag{k, k * 2}) (bag{1, 2, 3, 4 # 3}) in build 30 (fun i -> foldBag intGroup (fun k -> k * i) b + sum (build 5 (fun j -> j)))",
+    "def main = let b = bag{5, 6 # 2} in build 25 (fun i -> (foldBag intGroup (fun k -> 1) b, foldBag realGroup (fun k -> toReal k) b, len (build i (fun j -> j))))",
+    // Elements that are bags.
+    "def main = build 20 (fun i -> let t = build 10 (fun k -> k) in singleton (sum t + i))",
+    // A fold carrying a scalar whose body makes arrays.
+    "def main = fold (fun acc x -> acc + sum (build 10 (fun k -> k * x))) 0 (build 100 (fun i -> i))",
+    // Loops carrying bags: made in the loop, made before it, folded in it.
+    "def main = iterate 200 (fun b -> merge b (singleton 1)) emptyBag",
+    "def main = let b0 = bag{1, 2} in iterate 50 (fun (b, k) -> (merge b b0, k + 1)) (emptyBag, 0)",
+    "def main = iterate 40 (fun (b, a) -> (merge b (singleton (foldBag intGroup (fun k -> k) b)), map (fun x -> x + 1) a)) (bag{1}, [0, 0])",
+    "def main = while (fun b -> foldBag intGroup (fun k -> 1) b < 30) (fun b -> merge b (singleton (foldBag intGroup (fun k -> k) b))) bag{1}",
+    // A loop carrying a map.
+    "def main = iterate 50 (fun m -> foldMap intGroup (mapGroup intGroup) (fun k v -> singletonMap (k + 1) (v + 1)) m) (singletonMap 0 1)",
+    "def main = fold (fun m x -> foldMap intGroup (mapGroup intGroup) (fun k v -> singletonMap k (v + x)) m) (singletonMap 7 0) (build 60 (fun i -> i))",
+    // Loops carrying closures: one made in every iteration (the compaction is abandoned), one
+    // made before the loop (held where it is), a partial application, a group.
+    "def main = (iterate 10 (fun f -> fun x -> f x + 1) (fun x -> x)) 5",
+    "def main = let k = [3] in let r = iterate 30 (fun (f, a) -> (f, map f a)) ((fun x -> x + k.[0]), [1, 2]) in r.2",
+    "def main = let r = iterate 20 (fun (f, a) -> (max (a.[0]), map (fun x -> f x + 1) a)) (max 0, [5, 1]) in r.2",
+    "def main = let r = iterate 20 (fun (g, a) -> (g, [foldBag g (fun k -> k) (bag{1, 2}) + a.[0]])) (intGroup, [0]) in r.2",
 ];
 
 fn outcome(r: Result<runtime::value::Value, frontend::Diagnostic>) -> String {
@@ -46,6 +80,7 @@ fn compacting_after_every_iteration_gives_the_interpreters_results() {
             let interp = outcome(runtime::interp::run(&mono));
             let mut ctx = CallCtx::new(DEFAULT_ARENA_LIMIT);
             ctx.set_compact_min(0);
+            ctx.set_checking(true);
             let compiled = outcome(runtime::engine::run_in(&mono, &mut ctx).map(|r| r.value));
             if interp != compiled {
                 failures.push(format!("{src}\n  interpreter {interp}\n  compiled    {compiled}"));
@@ -79,4 +114,92 @@ fn a_long_while_loop_runs_in_memory_for_its_live_data() {
     // Σ (i + 20000) for i < 10000.
     assert_eq!(r.map_err(|d| d.message), Ok("249995000".to_string()));
     assert!(ctx.arena_reserved() <= 64 << 20);
+}
+
+/// The peak memory of one call of `src`'s `main` at `n`, through the API, and its result.
+fn peak(src: &str, n: i64) -> (usize, String) {
+    let (bytes, _, v) = peaks(src, n);
+    (bytes, v)
+}
+
+/// The arena's peak, the most bags and maps alive at once, and the result.
+fn peaks(src: &str, n: i64) -> (usize, usize, String) {
+    let mut f = Compiled::new(src, "main").unwrap_or_else(|d| panic!("{}", d.message));
+    let v = f.call(&[Arg::Int(n)]).unwrap_or_else(|d| panic!("{}", d.message));
+    (f.arena_peak(), f.collections_peak(), v.to_string())
+}
+
+/// Compaction waits until a loop has made this much (`DEFAULT_COMPACT_MIN`): memory bounds
+/// below are this plus the live data, with room for the arena's chunk sizes.
+const SLACK: usize = 3 * runtime::native::DEFAULT_COMPACT_MIN;
+
+/// The matrix product written naturally makes an n-element array for every one of its n²
+/// entries (8 n³ bytes: 1.7 GB at n = 300); its live data is three n × n matrices.
+#[test]
+fn a_matrix_product_runs_in_memory_for_its_live_data() {
+    let src = "def main (n : Int) = \
+        let a = build n (fun i -> build n (fun j -> toReal (i + j))) in \
+        let b = build n (fun i -> build n (fun j -> toReal (i - j))) in \
+        let c = build n (fun i -> build n (fun j -> fold (fun acc k -> acc + a.[i].[k] * b.[k].[j]) 0.0 (build n (fun k -> k)))) in \
+        c.[n - 1].[n - 1]";
+    let n = 300;
+    let (bytes, v) = peak(src, n);
+    eprintln!("matrix product: peak {bytes} bytes");
+    // c[n-1][n-1] = Σ_k (n-1+k)(k-(n-1)).
+    let want: i64 = (0..n).map(|k| (n - 1 + k) * (k - (n - 1))).sum();
+    assert_eq!(v, format!("{want}.0"));
+    assert!(bytes < SLACK, "peak {bytes} bytes for live data of {} bytes", 3 * n * n * 8);
+}
+
+/// A loop carrying a bag rebuilt every iteration: 300 000 bags made, a few alive at a time.
+#[test]
+fn a_loop_carrying_a_bag_runs_in_memory_for_its_live_data() {
+    let src =
+        "def main (n : Int) = foldBag intGroup (fun k -> k) (iterate n (fun b -> merge b (singleton 1)) emptyBag)";
+    let (bytes, bags, v) = peaks(src, 300_000);
+    eprintln!("bag loop: peak {bytes} bytes, {bags} bags");
+    assert_eq!(v, "300000");
+    assert!(bytes < SLACK, "peak {bytes} bytes");
+    assert!(bags < 40_000, "{bags} bags alive at once");
+}
+
+/// Loops carrying a map, and a tuple of a bag and an array, the same.
+#[test]
+fn loops_carrying_maps_and_tuples_run_in_memory_for_their_live_data() {
+    let src = "def main (n : Int) = lookup intGroup n (iterate n (fun m -> foldMap intGroup (mapGroup intGroup) (fun k v -> singletonMap (k + 1) (v + 2)) m) (singletonMap 0 0))";
+    let (bytes, maps, v) = peaks(src, 100_000);
+    assert_eq!(v, "200000");
+    assert!(bytes < SLACK, "peak {bytes} bytes");
+    assert!(maps < 40_000, "{maps} maps alive at once");
+    let src = "def main (n : Int) = let r = iterate n (fun (b, a) -> (merge b (singleton (a.[0] - a.[1])), map (fun x -> x + 1) a)) (emptyBag, build 100 (fun i -> i)) in foldBag intGroup (fun k -> k) r.1 + sum r.2";
+    let (bytes, v) = peak(src, 50_000);
+    let n: i64 = 50_000;
+    assert_eq!(v, format!("{}", -n + (0..100).map(|i| i + n).sum::<i64>()));
+    assert!(bytes < SLACK, "peak {bytes} bytes");
+}
+
+/// Elements that are arrays, each made next to much garbage: `map` over rows.
+#[test]
+fn element_loops_free_their_garbage_and_keep_their_elements() {
+    let src = "def main (n : Int) = let rows = build n (fun i -> build 100 (fun j -> i + j)) in \
+        sum (map (fun r -> sum (map (fun x -> x + sum (build 1000 (fun k -> k)) - 499500) r)) rows)";
+    let n: i64 = 2000;
+    let (bytes, v) = peak(src, n);
+    eprintln!("map over rows: peak {bytes} bytes");
+    let want: i64 = (0..n).map(|i| (0..100).map(|j| i + j).sum::<i64>()).sum();
+    assert_eq!(v, format!("{want}"));
+    // 2000 × 100 × 8000 bytes of garbage (1.6 GB) would be made without compaction.
+    assert!(bytes < SLACK, "peak {bytes} bytes");
+}
+
+/// A loop carrying a closure made before it (with arrays rebuilt every iteration) compacts.
+#[test]
+fn a_loop_carrying_a_closure_runs_in_memory_for_its_live_data() {
+    let src = "def main (n : Int) = let k = build 10 (fun i -> i) in \
+        let r = iterate n (fun (f, a) -> (f, map f a)) ((fun x -> x + k.[1]), build 1000 (fun i -> i)) in sum r.2";
+    let n: i64 = 20_000;
+    let (bytes, v) = peak(src, n);
+    assert_eq!(v, format!("{}", (0..1000).map(|i| i + n).sum::<i64>()));
+    // 20 000 arrays of 8 kB (160 MB) without compaction.
+    assert!(bytes < SLACK, "peak {bytes} bytes");
 }

@@ -965,10 +965,12 @@ fn both_engines(src: &str) -> Result<(Outcome, Outcome, Outcome), String> {
             Ok(r) if r.note.is_some() => return Err(format!("not compiled: {}", r.note.unwrap_or_default())),
             r => show(r.map(|r| r.value)),
         };
-        // Again with loops compacting their carried values after every iteration that
-        // allocates (normally only after many megabytes): the result must not change.
+        // Again with loops compacting after every iteration that allocates (normally only after
+        // many megabytes), in checking mode (released memory poisoned, released bags and maps
+        // emptied, nothing reused): the result must not change.
         let mut ctx = runtime::native::CallCtx::new(runtime::native::DEFAULT_ARENA_LIMIT);
         ctx.set_compact_min(0);
+        ctx.set_checking(true);
         let compacting = show(runtime::engine::run_in(&mono, &mut ctx).map(|r| r.value));
         if compacting != compiled {
             return Err(format!("compacting every iteration changed the result: {compacting:?}"));

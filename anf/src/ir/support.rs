@@ -35,11 +35,24 @@ const fn decl(name: &'static str, params: &'static [Type], rets: &'static [Type]
 
 /// Every support function, by name.
 pub const SUPPORT: &[SupportDecl] = &[
-    // Compaction of a loop's carried value (see `lower::compact`): a mark of the arena's
-    // position; `(mark, threshold) -> compact now?` (allocation then goes to a side arena);
-    // `(mark) -> survivor bytes` frees the arena's memory since the mark.
-    decl("nabla_arena_mark", &[], &[I], false),
+    // Compaction (see `lower::compact`): a mark of the arena's position (it allocates a slot,
+    // so it can fail); `(mark, threshold) -> compact now?` for a loop's carried value and for one
+    // iteration's element (allocation then goes to a side arena); during a compaction, `(ptr) ->
+    // made since the mark?` and `(ptr) -> in the side arena?` decide per allocation what is
+    // copied, `keep_bag`/`keep_map` keep a collection made since the mark; `(mark) -> survivor
+    // bytes` frees everything made since the mark.
+    decl("nabla_arena_mark", &[], &[I], true),
     decl("nabla_arena_compact_begin", &[I, I], &[B], false),
+    decl("nabla_arena_scope_begin", &[I, I], &[B], false),
+    decl("nabla_arena_since", &[P], &[B], false),
+    decl("nabla_arena_in_side", &[P], &[B], false),
+    decl("nabla_arena_keep_bag", &[P], &[P], false),
+    decl("nabla_arena_keep_map", &[P], &[P], false),
+    // `(ptr)`: the survivor holds something compaction cannot copy (a closure's environment, a
+    // group record, a change's payload; a map whose values hold pointers): made since the mark,
+    // it abandons the compaction (`compact_end` then frees nothing and gives minus the bytes).
+    decl("nabla_arena_hold", &[P], &[], false),
+    decl("nabla_arena_hold_map", &[P], &[], false),
     decl("nabla_arena_compact_end", &[I], &[I], false),
     // Real primitives Cranelift has no instruction for.
     decl("nabla_sin", &[F], &[F], false),

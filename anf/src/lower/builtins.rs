@@ -249,6 +249,17 @@ impl Lowerer<'_> {
                 let sv = self.site_value(site);
                 self.b().bounds_check(i, n, sv);
                 let et = elem(&arg_type(ty, 0)?)?;
+                // The in-place rule of ARCHITECTURE.md ("Memory model"), checked per write: a
+                // pointer stored into an older array could outlive a compaction's release. The one
+                // exception is the tape of a non-compacting `iterate'` (adjoint::reverse tapes a
+                // carry holding arrays only there): its iterations release nothing, and the value
+                // stored is the previous iteration's carry, older than any mark the body takes.
+                if super::compact::has_pointers(&et) && b == B::AccAdd {
+                    return Err(LowerError::unsupported(
+                        frontend::Span::SYNTHETIC,
+                        format!("an in-place `{}` of values holding pointers ({et})", b.name()),
+                    ));
+                }
                 let addr = self.b().elem_addr(a, i, stride(&et));
                 if b == B::AccAdd {
                     let old = self.b().load(ir::Type::F64, addr, 0);
@@ -321,12 +332,19 @@ impl Lowerer<'_> {
         let et = elem(result)?;
         let st = stride(&et);
         let out = self.b().new_array(n, st);
-        self.counted_loop(n, vec![], &mut |l, i, _| {
-            let y = l.apply(f.clone(), vec![(LVal::Word(i), site)])?;
-            let addr = l.b().elem_addr(out, i, st);
-            l.store_value(&y, addr, 0)?;
-            Ok(vec![])
-        })?;
+        self.element_loop(
+            &et,
+            n,
+            &mut |l, i| {
+                let y = l.apply(f.clone(), vec![(LVal::Word(i), site)])?;
+                l.materialize(&y)
+            },
+            &mut |l, i, y| {
+                let addr = l.b().elem_addr(out, i, st);
+                l.store_words(&y, addr, 0);
+                Ok(())
+            },
+        )?;
         Ok(LVal::Word(out))
     }
 
@@ -336,14 +354,21 @@ impl Lowerer<'_> {
         let (sx, sy) = (stride(&xt), stride(&yt));
         let n = self.b().array_len(a);
         let out = self.b().new_array(n, sy);
-        self.counted_loop(n, vec![], &mut |l, i, _| {
-            let src = l.b().elem_addr(a, i, sx);
-            let x = l.load_value(&xt, src, 0)?;
-            let y = l.apply(f.clone(), vec![(x, site)])?;
-            let dst = l.b().elem_addr(out, i, sy);
-            l.store_value(&y, dst, 0)?;
-            Ok(vec![])
-        })?;
+        self.element_loop(
+            &yt,
+            n,
+            &mut |l, i| {
+                let src = l.b().elem_addr(a, i, sx);
+                let x = l.load_value(&xt, src, 0)?;
+                let y = l.apply(f.clone(), vec![(x, site)])?;
+                l.materialize(&y)
+            },
+            &mut |l, i, y| {
+                let dst = l.b().elem_addr(out, i, sy);
+                l.store_words(&y, dst, 0);
+                Ok(())
+            },
+        )?;
         Ok(LVal::Word(out))
     }
 
@@ -357,16 +382,23 @@ impl Lowerer<'_> {
         let differ = self.b().icmp(Cmp::Ne, n, m);
         self.fail_if(differ, TrapCode::ZipWithLengths, site, n, m);
         let out = self.b().new_array(n, sy);
-        self.counted_loop(n, vec![], &mut |l, i, _| {
-            let pa = l.b().elem_addr(a, i, sx);
-            let x = l.load_value(&xt, pa, 0)?;
-            let pc = l.b().elem_addr(c, i, sz);
-            let z = l.load_value(&zt, pc, 0)?;
-            let y = l.apply(f.clone(), vec![(x, site), (z, site)])?;
-            let dst = l.b().elem_addr(out, i, sy);
-            l.store_value(&y, dst, 0)?;
-            Ok(vec![])
-        })?;
+        self.element_loop(
+            &yt,
+            n,
+            &mut |l, i| {
+                let pa = l.b().elem_addr(a, i, sx);
+                let x = l.load_value(&xt, pa, 0)?;
+                let pc = l.b().elem_addr(c, i, sz);
+                let z = l.load_value(&zt, pc, 0)?;
+                let y = l.apply(f.clone(), vec![(x, site), (z, site)])?;
+                l.materialize(&y)
+            },
+            &mut |l, i, y| {
+                let dst = l.b().elem_addr(out, i, sy);
+                l.store_words(&y, dst, 0);
+                Ok(())
+            },
+        )?;
         Ok(LVal::Word(out))
     }
 

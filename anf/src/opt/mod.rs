@@ -21,6 +21,7 @@ mod bags;
 mod cse;
 mod inline;
 mod order;
+mod scopes;
 mod simplify;
 
 #[cfg(test)]
@@ -107,6 +108,8 @@ fn run<E>(
         for_each_call(f, |g| call_sites[g.index()] += 1);
     }
     let root_set: FxHashSet<FuncId> = roots.iter().copied().collect();
+    // Which functions allocate (callees are final when their callers ask).
+    let mut allocating = rustc_hash::FxHashMap::default();
     for f in order {
         // Callees are final by now (callees first); `f` is simplified once, after inlining.
         loop {
@@ -148,6 +151,14 @@ fn run<E>(
         order::relax(module, &mut func);
         module.funcs[f] = func;
         check(module, "unsorted iteration", f)?;
+    }
+    // Last, with no clean-up after it (a constant check leaves a branch Cranelift folds): the
+    // compaction scopes of loops that allocate nothing once optimised.
+    let funcs: Vec<FuncId> = module.funcs.keys().collect();
+    for f in funcs {
+        if scopes::drop_idle(module, f, &mut allocating) {
+            check(module, "idle compaction scopes", f)?;
+        }
     }
     Ok(prune(module, roots))
 }

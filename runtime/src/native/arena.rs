@@ -1,6 +1,8 @@
 //! Per-call arenas: chunked bump allocation. The bump cursor lives in the context header
 //! (`CtxHeader::alloc_ptr`/`alloc_end`) so compiled code allocates inline; this module owns the
-//! chunks and hands out new ones on the slow path. Resetting keeps the largest chunk for reuse.
+//! chunks and hands out new ones on the slow path. Resetting keeps the largest chunk for reuse;
+//! releasing to a mark keeps the freed chunks as spares for the allocations that follow (a loop
+//! that compacts often reuses the same memory instead of asking the system again).
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 
@@ -46,15 +48,49 @@ impl Drop for Chunk {
 /// The chunks of one call context's arena, with a limit on their total size.
 pub struct Arena {
     chunks: Vec<Chunk>,
-    /// Total bytes of all chunks.
+    /// Chunks freed by [`Arena::release`], reused before asking the system for more.
+    spares: Vec<Chunk>,
+    /// Total bytes of all chunks, spares included.
     reserved: usize,
+    /// The most `reserved` has been since the arena was made or [`Arena::reset_peak`].
+    peak: usize,
     limit: usize,
+    /// Checking mode (tests): released memory is overwritten with [`POISON`] and never reused,
+    /// so a pointer that outlived a release reads garbage the differential tests notice.
+    poison: bool,
+    graveyard: Vec<Chunk>,
 }
+
+/// The byte released memory is filled with in checking mode.
+pub const POISON: u8 = 0xA5;
 
 impl Arena {
     /// An arena that may reserve up to `limit` bytes in total.
     pub fn new(limit: usize) -> Arena {
-        Arena { chunks: Vec::new(), reserved: 0, limit }
+        Arena {
+            chunks: Vec::new(),
+            spares: Vec::new(),
+            reserved: 0,
+            peak: 0,
+            limit,
+            poison: false,
+            graveyard: Vec::new(),
+        }
+    }
+
+    /// The largest number of bytes the arena has held at once (its high-water mark).
+    pub fn peak(&self) -> usize {
+        self.peak
+    }
+
+    /// Starts measuring the high-water mark again from what the arena holds now.
+    pub fn reset_peak(&mut self) {
+        self.peak = self.reserved;
+    }
+
+    /// Turns checking mode on or off (see [`Arena`]'s `poison` field).
+    pub fn set_poison(&mut self, on: bool) {
+        self.poison = on;
     }
 
     /// Total bytes reserved by the arena's chunks.
@@ -73,20 +109,27 @@ impl Arena {
             header.alloc_ptr = unsafe { p.add(bytes) };
             return Some(p);
         }
-        let last = self.chunks.last().map_or(FIRST_CHUNK / 2, |c| c.size);
-        let size = bytes.max(last.saturating_mul(2).min(MAX_GROWTH)).max(FIRST_CHUNK);
-        let size = if self.reserved.saturating_add(size) > self.limit {
-            // Fall back to exactly what was asked for before giving up.
-            if self.reserved.saturating_add(bytes) > self.limit {
-                return None;
+        let chunk = match self.spares.iter().position(|c| c.size >= bytes) {
+            Some(i) => self.spares.swap_remove(i),
+            None => {
+                let last = self.chunks.last().map_or(FIRST_CHUNK / 2, |c| c.size);
+                let size = bytes.max(last.saturating_mul(2).min(MAX_GROWTH)).max(FIRST_CHUNK);
+                let size = if self.reserved.saturating_add(size) > self.limit {
+                    // Fall back to exactly what was asked for before giving up.
+                    if self.reserved.saturating_add(bytes) > self.limit {
+                        return None;
+                    }
+                    bytes
+                } else {
+                    size
+                };
+                let chunk = Chunk::new(size)?;
+                self.reserved += chunk.size;
+                self.peak = self.peak.max(self.reserved);
+                chunk
             }
-            bytes
-        } else {
-            size
         };
-        let chunk = Chunk::new(size)?;
         let p = chunk.ptr;
-        self.reserved += chunk.size;
         // SAFETY: both offsets are within the new chunk.
         unsafe {
             header.alloc_ptr = p.add(bytes);
@@ -130,12 +173,28 @@ impl Arena {
         if n > self.chunks.len() || (n > 0 && off > self.chunks[n - 1].size) {
             return;
         }
-        self.chunks.truncate(n);
-        self.reserved = self.chunks.iter().map(|c| c.size).sum();
+        let freed = self.chunks.split_off(n);
+        if self.poison {
+            for c in &freed {
+                // SAFETY: the whole chunk is ours.
+                unsafe { std::ptr::write_bytes(c.ptr, POISON, c.size) };
+            }
+            self.reserved -= freed.iter().map(|c| c.size).sum::<usize>();
+            self.graveyard.extend(freed);
+        } else {
+            self.spares.extend(freed);
+        }
         match self.chunks.last() {
             Some(c) => {
                 // SAFETY: `off` is within the chunk (checked above); the end is one past it.
                 unsafe {
+                    if self.poison {
+                        // Poisoned and never handed out again: the cursor moves to a fresh chunk.
+                        std::ptr::write_bytes(c.ptr.add(off), POISON, c.size - off);
+                        header.alloc_ptr = c.ptr.add(c.size);
+                        header.alloc_end = c.ptr.add(c.size);
+                        return;
+                    }
                     header.alloc_ptr = c.ptr.add(off);
                     header.alloc_end = c.ptr.add(c.size);
                 }
@@ -145,6 +204,35 @@ impl Arena {
                 header.alloc_end = std::ptr::null_mut();
             }
         }
+    }
+
+    /// Does `p` point into memory allocated after `mark` (a token of [`Arena::mark`] on this
+    /// arena; `cursor` is where allocation stood)? The test of one allocation compaction makes:
+    /// what lies after the mark is copied, what lies before it is kept as it is.
+    pub fn allocated_since(&self, mark: i64, p: *const u8, cursor: *const u8) -> bool {
+        let (n, off) = split_mark(mark);
+        let p = p as usize;
+        let last = self.chunks.len().saturating_sub(1);
+        self.chunks.iter().enumerate().skip(n.saturating_sub(1)).any(|(i, c)| {
+            let lo = c.ptr as usize + if i + 1 == n { off } else { 0 };
+            let hi = if i == last { cursor as usize } else { c.ptr as usize + c.size };
+            lo <= p && p < hi
+        })
+    }
+
+    /// Does `p` point into one of the arena's chunks?
+    pub fn contains(&self, p: *const u8) -> bool {
+        let p = p as usize;
+        self.chunks.iter().any(|c| c.ptr as usize <= p && p < c.ptr as usize + c.size)
+    }
+
+    /// The 8-byte slot just below `mark`, where [`super::CallCtx::arena_mark`] keeps what else
+    /// the mark needs (it allocates the slot, then takes the mark).
+    pub fn mark_slot(&self, mark: i64) -> Option<*mut u64> {
+        let (n, off) = split_mark(mark);
+        let c = self.chunks.get(n.checked_sub(1)?)?;
+        // SAFETY: the slot is within the chunk (checked).
+        (off >= 8 && off <= c.size).then(|| unsafe { c.ptr.add(off - 8) as *mut u64 })
     }
 
     /// The bound on the arena's total size.
@@ -160,6 +248,8 @@ impl Arena {
     /// Forgets every allocation; keeps the largest chunk (zeroed again is not needed: the IR
     /// initialises what it allocates) and points the cursor at its start.
     pub fn reset(&mut self, header: &mut CtxHeader) {
+        self.chunks.append(&mut self.spares);
+        self.graveyard.clear();
         if let Some(i) = (0..self.chunks.len()).max_by_key(|&i| self.chunks[i].size) {
             let keep = self.chunks.swap_remove(i);
             self.chunks.clear();
@@ -221,17 +311,43 @@ mod tests {
         }
         assert!(a.chunks.len() > 1);
         assert!(a.used_since(&h, m) >= 40 * 50_000);
+        let held = a.reserved();
         a.release(&mut h, m);
         assert_eq!(a.chunks.len(), 1);
-        assert_eq!(a.reserved(), FIRST_CHUNK);
+        assert_eq!(a.reserved(), held, "freed chunks are kept as spares");
         assert_eq!(a.used_since(&h, m), 0);
         assert_eq!(a.alloc(&mut h, 8).unwrap(), q, "the memory after the mark is reused");
+        // Spares serve the next chunks: spilling again asks the system for nothing.
+        for _ in 0..40 {
+            a.alloc(&mut h, 50_000).unwrap();
+        }
+        assert_eq!(a.reserved(), held);
+        assert_eq!(a.peak(), held);
         // Releasing to the empty mark frees everything.
         a.release(&mut h, 0);
-        assert_eq!(a.reserved(), 0);
         assert!(h.alloc_ptr.is_null());
-        // A stale mark is ignored.
+        a.reset(&mut h);
+        assert!(a.reserved() < held, "a reset keeps only the largest chunk");
+    }
+
+    #[test]
+    fn allocations_since_a_mark_are_told_apart_and_poisoned_in_checking_mode() {
+        let mut h = CtxHeader::empty();
+        let mut a = Arena::new(1 << 30);
+        a.set_poison(true);
+        let old = a.alloc(&mut h, 8).unwrap();
+        let m = a.mark(&h);
+        let young = a.alloc(&mut h, 8).unwrap();
+        let big = a.alloc(&mut h, 1 << 20).unwrap();
+        assert!(!a.allocated_since(m, old, h.alloc_ptr));
+        assert!(a.allocated_since(m, young, h.alloc_ptr));
+        assert!(a.allocated_since(m, big, h.alloc_ptr));
+        assert!(!a.allocated_since(m, h.alloc_ptr, h.alloc_ptr), "not yet allocated");
+        assert_eq!(a.mark_slot(m), Some(old as *mut u64));
+        unsafe { (young as *mut u64).write(7) };
         a.release(&mut h, m);
-        assert_eq!(a.reserved(), 0);
+        assert_eq!(unsafe { *young }, POISON, "released memory is poisoned");
+        let again = a.alloc(&mut h, 8).unwrap();
+        assert_ne!(again, young, "and never handed out again");
     }
 }

@@ -9,9 +9,10 @@
 //! the [`CallCtx`] that made them.
 //!
 //! # Lifetimes
-//! Everything compiled code allocates (arena memory, bags, maps) lives until [`CallCtx::reset`].
-//! A caller reads the results it needs (marshalling them out) and then resets the context, so
-//! a context can serve any number of calls without growing.
+//! Everything compiled code allocates (arena memory, bags, maps) lives until [`CallCtx::reset`],
+//! unless a loop frees it sooner by compaction (ARCHITECTURE.md, "Memory model"). A caller reads
+//! the results it needs (marshalling them out) and then resets the context, so a context can
+//! serve any number of calls without growing.
 
 mod arena;
 mod collections;
@@ -40,6 +41,14 @@ pub const DEFAULT_ARENA_LIMIT: usize = 4 << 30;
 
 /// Bytes a loop allocates before its carried value is compacted, at the least.
 pub const DEFAULT_COMPACT_MIN: usize = 16 << 20;
+
+/// Bytes one iteration of `build`, `map` or `zipWith` allocates before its element is compacted,
+/// at the least (besides twice the last element's size).
+pub const SCOPE_MIN: usize = 64 << 10;
+
+/// What a bag or map made since a mark counts for in the bytes a loop has allocated (their
+/// memory is the system's, not the arena's, but a loop making many of them should compact).
+const COLLECTION_BYTES: usize = 1024;
 
 /// An error raised while compiled code ran: the status it set, a message for the user, and where
 /// it happened (the trap's site, which the engine maps back to a source span) with its payload.
@@ -95,6 +104,29 @@ pub struct CallCtx {
     in_side: bool,
     /// A loop compacts once it has allocated more than this and twice its last survivor.
     compact_min: usize,
+    /// Where the main arena's cursor stood when the compaction under way began.
+    main_cursor: *mut u8,
+    main_end: *mut u8,
+    /// The survivor holds something made since the mark that cannot be copied: the compaction
+    /// under way is abandoned (nothing is freed).
+    abandon: bool,
+    /// The mark of the compaction under way.
+    compacting: i64,
+    /// Bags and maps made since that mark that the survivor holds: they outlive the release.
+    #[allow(clippy::vec_box)]
+    kept_bags: Vec<Box<Bag>>,
+    #[allow(clippy::vec_box)]
+    kept_maps: Vec<Box<Map>>,
+    /// Checking mode (tests): released memory is poisoned, released bags and maps emptied and
+    /// never reused.
+    checking: bool,
+    #[allow(clippy::vec_box)]
+    graveyard: (Vec<Box<Bag>>, Vec<Box<Map>>),
+    /// Bags that cached an entry array (in the arena) since the last release looked: a release
+    /// forgets the caches it frees (and drops the bags it frees from this list).
+    cached_bags: Vec<*mut Bag>,
+    /// The most bags and maps alive at once (see [`CallCtx::collections_peak`]).
+    collections_peak: usize,
     // Boxed so that the pointers handed to compiled code stay put when the vectors grow.
     #[allow(clippy::vec_box)]
     bags: Vec<Box<Bag>>,
@@ -125,6 +157,16 @@ impl CallCtx {
             side: Arena::new(arena_limit),
             in_side: false,
             compact_min: DEFAULT_COMPACT_MIN,
+            main_cursor: std::ptr::null_mut(),
+            main_end: std::ptr::null_mut(),
+            abandon: false,
+            compacting: 0,
+            kept_bags: Vec::new(),
+            kept_maps: Vec::new(),
+            checking: false,
+            graveyard: (Vec::new(), Vec::new()),
+            collections_peak: 0,
+            cached_bags: Vec::new(),
             bags: Vec::new(),
             maps: Vec::new(),
             spare_bags: Vec::new(),
@@ -172,6 +214,17 @@ impl CallCtx {
 
     /// Frees everything compiled code allocated and clears the error, ready for the next call.
     pub fn reset(&mut self) {
+        // Bags that cached entry arrays here — this context's, or another's read by this call
+        // (an API handle's definitions) — forget them: the memory is about to be reused. All
+        // are alive now (this context's bags go to the spares or are dropped below).
+        for p in std::mem::take(&mut self.cached_bags) {
+            // SAFETY: as above.
+            let bag = unsafe { &mut *p };
+            let caches = [bag.cached_entries(), bag.cached_unordered_entries()];
+            if caches.iter().flatten().any(|c| self.arena.contains(*c) || self.side.contains(*c)) {
+                bag.forget_cached_entries();
+            }
+        }
         // Spares are taken from the end: push this call's bags last-made first.
         // (Drained, not taken: the lists keep their capacity, so a call pushes without growing them.)
         let keep = MAX_SPARE_BAGS.saturating_sub(self.spare_bags.len()).min(self.bags.len());
@@ -184,6 +237,10 @@ impl CallCtx {
         self.header.status = 0;
         // A call that failed while copying into the side arena left the cursor there.
         self.in_side = false;
+        self.kept_bags.clear();
+        self.kept_maps.clear();
+        self.graveyard.0.clear();
+        self.graveyard.1.clear();
         self.side.reset(&mut CtxHeader::empty());
         self.arena.reset(&mut self.header);
     }
@@ -221,43 +278,243 @@ impl CallCtx {
         arena.alloc(&mut self.header, n).ok_or_else(too_big)
     }
 
-    /// Compaction of loop-carried values. A loop whose carried value holds arrays (and nothing
-    /// but arrays, tuples and scalars) takes a [`CallCtx::arena_mark`] before its first
-    /// iteration; after each iteration it asks [`CallCtx::compact_begin`] whether to compact.
-    /// If so, compiled code copies the carried value (into the side arena), calls
-    /// [`CallCtx::compact_end`] — which frees every allocation since the mark — and copies it
-    /// back. Only the carried value can point into that memory: values are immutable, so
-    /// nothing older points at anything newer, and the loop's other live values were made
-    /// before the mark. A long loop then needs memory for its live data, not for every array it
-    /// ever made.
-    pub fn arena_mark(&self) -> i64 {
-        self.arena.mark(&self.header)
+    /// Compaction: freeing a loop's temporaries (see `anf::lower::compact` for which loops, and
+    /// ARCHITECTURE.md, "Memory model", for why it is sound). A loop takes a mark before its
+    /// first iteration (or, for `build`/`map`/`zipWith` with elements that hold pointers, before
+    /// each iteration); after an iteration it asks [`CallCtx::compact_begin`] whether to compact.
+    /// If so, compiled code copies the survivor (the carried value or the element) into the side
+    /// arena — only what [`CallCtx::allocated_since`] says lies after the mark; older parts are
+    /// kept as they are, and bags and maps made since the mark are kept by
+    /// [`CallCtx::keep_bag`]/[`CallCtx::keep_map`] — then calls [`CallCtx::compact_end`], which
+    /// frees every allocation since the mark (arena memory, bags and maps), and copies the
+    /// survivor back. The mark allocates one slot, which records how many bags and maps there
+    /// were: those made later are the loop's.
+    pub fn arena_mark(&mut self) -> Result<i64, NativeError> {
+        let counts = (self.bags.len() as u64 & 0xffff_ffff) | ((self.maps.len() as u64) << 32);
+        let slot = self.alloc(8)?;
+        // SAFETY: `slot` is 8 fresh bytes.
+        unsafe { (slot as *mut u64).write(counts) };
+        Ok(self.arena.mark(&self.header))
     }
 
-    /// Whether the loop that took `mark` should compact now (it allocated more than
-    /// `max(compact_min, threshold)` since), switching allocation to the side arena if so.
+    /// How many bags and maps there were when `mark` was taken.
+    fn mark_counts(&self, mark: i64) -> (usize, usize) {
+        match self.arena.mark_slot(mark) {
+            // SAFETY: the slot was written by `arena_mark` and lies before the mark.
+            Some(slot) => {
+                let c = unsafe { *slot };
+                (((c & 0xffff_ffff) as usize).min(self.bags.len()), ((c >> 32) as usize).min(self.maps.len()))
+            }
+            None => (self.bags.len(), self.maps.len()),
+        }
+    }
+
+    /// Bytes allocated since `mark`, bags and maps made since counted as [`COLLECTION_BYTES`].
+    fn made_since(&self, mark: i64) -> usize {
+        let (b, m) = self.mark_counts(mark);
+        let collections = (self.bags.len() - b + self.maps.len() - m).saturating_mul(COLLECTION_BYTES);
+        self.arena.used_since(&self.header, mark).saturating_add(collections)
+    }
+
+    /// Whether the loop that took `mark` should compact now — it made more than
+    /// `max(compact_min, threshold)` since — switching allocation to the side arena if so.
     pub fn compact_begin(&mut self, mark: i64, threshold: i64) -> bool {
-        let bound = self.compact_min.max(usize::try_from(threshold).unwrap_or(0));
-        if self.in_side || self.arena.used_since(&self.header, mark) <= bound {
+        self.begin_if(mark, self.compact_min.max(usize::try_from(threshold).unwrap_or(0)))
+    }
+
+    /// [`CallCtx::compact_begin`] for one iteration of `build`, `map` or `zipWith`: the bound is
+    /// `max(min(compact_min, SCOPE_MIN), threshold)`.
+    pub fn scope_begin(&mut self, mark: i64, threshold: i64) -> bool {
+        self.begin_if(mark, self.compact_min.min(SCOPE_MIN).max(usize::try_from(threshold).unwrap_or(0)))
+    }
+
+    fn begin_if(&mut self, mark: i64, bound: usize) -> bool {
+        if self.in_side || self.made_since(mark) <= bound {
             return false;
         }
+        self.main_cursor = self.header.alloc_ptr;
+        self.main_end = self.header.alloc_end;
+        self.abandon = false;
+        self.compacting = mark;
         self.side.set_limit(self.arena_limit().saturating_sub(self.arena.reserved()));
         self.side.reset(&mut self.header);
         self.in_side = true;
         true
     }
 
-    /// Frees the main arena's memory since `mark` and allocates from it again; gives the bytes
-    /// the side arena holds (the survivor's size, so the next compaction waits for twice that).
+    /// During a compaction: does `p` point into memory made since its mark (to be copied), as
+    /// opposed to older memory the release leaves alone (kept as it is)?
+    pub fn allocated_since(&self, p: *const u8) -> bool {
+        self.in_side && self.arena.allocated_since(self.compacting, p, self.main_cursor)
+    }
+
+    /// During a compaction: does `p` point into the side arena (a copy to bring back)?
+    pub fn in_side_arena(&self, p: *const u8) -> bool {
+        self.side.contains(p)
+    }
+
+    /// During a compaction: keeps a bag the survivor holds (if it was made since the mark, it is
+    /// taken out of the loop's bags, so the release does not free it).
+    pub fn keep_bag(&mut self, bag: *mut Bag) -> *mut Bag {
+        let (since, _) = self.mark_counts(self.compacting);
+        if let Some(i) = self.bags[since..].iter().rposition(|b| std::ptr::eq(&**b, bag)) {
+            let b = self.bags.remove(since + i);
+            self.kept_bags.push(b);
+        }
+        bag
+    }
+
+    /// During a compaction: the survivor holds `p` (a closure's environment, a group record, a
+    /// change's payload), which compaction cannot copy. Memory older than the mark is left
+    /// alone, so an older `p` is fine; one made since the mark abandons the compaction.
+    pub fn hold(&mut self, p: *const u8) {
+        if self.allocated_since(p) {
+            self.abandon = true;
+        }
+    }
+
+    /// As [`CallCtx::hold`], for a map whose values hold pointers.
+    pub fn hold_map(&mut self, map: *mut Map) {
+        let (_, since) = self.mark_counts(self.compacting);
+        if self.maps[since..].iter().any(|m| std::ptr::eq(&**m, map)) {
+            self.abandon = true;
+        }
+    }
+
+    /// As [`CallCtx::keep_bag`], for a map (whose values hold no pointers: `lower::compact`).
+    pub fn keep_map(&mut self, map: *mut Map) -> *mut Map {
+        let (_, since) = self.mark_counts(self.compacting);
+        if let Some(i) = self.maps[since..].iter().rposition(|m| std::ptr::eq(&**m, map)) {
+            let m = self.maps.remove(since + i);
+            self.kept_maps.push(m);
+        }
+        map
+    }
+
+    /// Frees everything made since `mark` but the kept bags and maps, and allocates from the main
+    /// arena again; gives the bytes the side arena holds (the survivor's size, so the next
+    /// compaction waits for twice that).
+    /// If the compaction was abandoned ([`CallCtx::hold`]), nothing is freed and the result is
+    /// minus the bytes made since the mark (the next attempt waits for twice as many).
     pub fn compact_end(&mut self, mark: i64) -> i64 {
         let survivor = self.side.used_since(&self.header, 0) as i64;
         self.in_side = false;
-        self.arena.release(&mut self.header, mark);
-        // Entry arrays cached by bags may lie in the freed memory: they are made again on demand.
-        for b in &mut self.bags {
-            b.forget_cached_entries();
+        if self.abandon {
+            self.abandon = false;
+            self.header.alloc_ptr = self.main_cursor;
+            self.header.alloc_end = self.main_end;
+            self.bags.append(&mut self.kept_bags);
+            self.maps.append(&mut self.kept_maps);
+            return -(self.made_since(mark).max(1) as i64);
         }
-        survivor
+        let (b, m) = self.mark_counts(mark);
+        // Entry arrays cached by surviving bags may lie in the memory being freed: they are
+        // moved past the release with the survivor (a loop folding over a bag made before it
+        // keeps its sorted entries), and count in the survivor's size.
+        let freed: rustc_hash::FxHashSet<*const Bag> = self.bags[b..].iter().map(|x| &**x as *const Bag).collect();
+        let mut cached = std::mem::take(&mut self.cached_bags);
+        let mut rescue: Vec<(*mut Bag, bool, Vec<u64>)> = Vec::new();
+        cached.retain(|&p| {
+            if freed.contains(&(p as *const Bag)) {
+                return false;
+            }
+            // SAFETY: not freed, so a live bag (this context's, a spare, or another context's
+            // read by this call).
+            let bag = unsafe { &mut *p };
+            let caches = [(true, bag.cached_entries()), (false, bag.cached_unordered_entries())];
+            let moving: Vec<(bool, *mut u8)> = caches
+                .iter()
+                .filter_map(|(sorted, c)| c.map(|c| (*sorted, c)))
+                .filter(|(_, c)| self.arena.allocated_since(mark, *c, self.main_cursor))
+                .collect();
+            if moving.is_empty() {
+                return caches.iter().any(|(_, c)| c.is_some());
+            }
+            let rec = bag.key_words() + 1;
+            for (sorted, c) in moving {
+                // SAFETY: an entry array `[len][len records]` made by `nabla_bag_entries*`.
+                let words = unsafe {
+                    let len = (*(c as *const i64)).max(0) as usize;
+                    std::slice::from_raw_parts(c as *const u64, HEADER_WORDS + len * rec).to_vec()
+                };
+                rescue.push((p, sorted, words));
+            }
+            bag.forget_cached_entries();
+            false
+        });
+        self.cached_bags = cached;
+        self.arena.release(&mut self.header, mark);
+        let freed_bags = self.bags.split_off(b);
+        let freed_maps = self.maps.split_off(m);
+        if self.checking {
+            for mut bag in freed_bags {
+                bag.recycle(bag.key_words());
+                self.graveyard.0.push(bag);
+            }
+            for mut map in freed_maps {
+                map.recycle(map.key_words(), map.value_words());
+                self.graveyard.1.push(map);
+            }
+        } else {
+            let room = MAX_SPARE_BAGS.saturating_sub(self.spare_bags.len());
+            self.spare_bags.extend(freed_bags.into_iter().rev().take(room));
+            let room = MAX_SPARE_BAGS.saturating_sub(self.spare_maps.len());
+            self.spare_maps.extend(freed_maps.into_iter().rev().take(room));
+        }
+        self.bags.append(&mut self.kept_bags);
+        self.maps.append(&mut self.kept_maps);
+        let mut moved = 0;
+        for (p, sorted, words) in rescue {
+            let Ok(array) = self.alloc(8 * words.len() as i64) else { break };
+            // SAFETY: `array` has room for the words; `p` is live (see above).
+            unsafe {
+                std::ptr::copy_nonoverlapping(words.as_ptr(), array as *mut u64, words.len());
+                let bag = &mut *p;
+                if sorted {
+                    bag.cache_entries(array);
+                } else {
+                    bag.cache_unordered_entries(array);
+                }
+            }
+            self.cached_bags.push(p);
+            moved += 8 * words.len() as i64;
+        }
+        survivor + moved
+    }
+
+    /// Remembers that `bag` cached an entry array in the arena (see `cached_bags`).
+    pub(crate) fn note_cached(&mut self, bag: *mut Bag) {
+        self.cached_bags.push(bag);
+    }
+
+    /// Checking mode for tests: released memory is poisoned and never reused, released bags and
+    /// maps are emptied and never reused, so a value that outlived a release shows.
+    pub fn set_checking(&mut self, on: bool) {
+        self.checking = on;
+        self.arena.set_poison(on);
+    }
+
+    /// The most memory the arenas have held at once since the context was made or
+    /// [`CallCtx::reset_peak`]: the high-water mark memory tests measure.
+    pub fn arena_peak(&self) -> usize {
+        self.arena.peak() + self.side.peak()
+    }
+
+    /// The most bags and maps the context held at once since it was made or
+    /// [`CallCtx::reset_peak`] (their memory is the system's, outside the arena).
+    pub fn collections_peak(&self) -> usize {
+        self.collections_peak
+    }
+
+    fn count_collections(&mut self) {
+        self.collections_peak = self.collections_peak.max(self.bags.len() + self.maps.len());
+    }
+
+    /// Starts measuring [`CallCtx::arena_peak`] and [`CallCtx::collections_peak`] again.
+    pub fn reset_peak(&mut self) {
+        self.collections_peak = self.bags.len() + self.maps.len();
+        self.arena.reset_peak();
+        self.side.reset_peak();
     }
 
     /// Makes loops compact after `bytes` of allocation (tests use a small bound to exercise it).
@@ -302,6 +559,7 @@ impl CallCtx {
         let mut b = Box::new(bag);
         let p: *mut Bag = &mut *b;
         self.bags.push(b);
+        self.count_collections();
         p
     }
 
@@ -313,6 +571,7 @@ impl CallCtx {
                 b.recycle(key_words);
                 let p: *mut Bag = &mut *b;
                 self.bags.push(b);
+                self.count_collections();
                 p
             }
             None => self.new_bag(Bag::new(key_words)),
@@ -327,6 +586,7 @@ impl CallCtx {
                 m.recycle(key_words, value_words);
                 let p: *mut Map = &mut *m;
                 self.maps.push(m);
+                self.count_collections();
                 p
             }
             None => self.new_map(Map::new(key_words, value_words)),
@@ -338,6 +598,7 @@ impl CallCtx {
         let mut m = Box::new(map);
         let p: *mut Map = &mut *m;
         self.maps.push(m);
+        self.count_collections();
         p
     }
 

@@ -62,7 +62,49 @@ pub unsafe extern "C" fn nabla_alloc(ctx: *mut CtxHeader, bytes: i64) -> *mut u8
 
 /// A mark of the arena's position before a compacting loop (`CallCtx::arena_mark`).
 pub unsafe extern "C" fn nabla_arena_mark(ctx: *mut CtxHeader) -> i64 {
-    guard(ctx, 0, |cx| Ok(cx.arena_mark()))
+    guard(ctx, 0, |cx| cx.arena_mark())
+}
+
+/// Whether one iteration of `build`/`map`/`zipWith` should compact its element
+/// (`CallCtx::scope_begin`).
+pub unsafe extern "C" fn nabla_arena_scope_begin(ctx: *mut CtxHeader, mark: i64, threshold: i64) -> bool {
+    guard(ctx, false, |cx| Ok(cx.scope_begin(mark, threshold)))
+}
+
+/// During a compaction: was `p` made since the mark (`CallCtx::allocated_since`)?
+pub unsafe extern "C" fn nabla_arena_since(ctx: *mut CtxHeader, p: *const u8) -> bool {
+    guard(ctx, false, |cx| Ok(cx.allocated_since(p)))
+}
+
+/// During a compaction: is `p` a copy in the side arena (`CallCtx::in_side_arena`)?
+pub unsafe extern "C" fn nabla_arena_in_side(ctx: *mut CtxHeader, p: *const u8) -> bool {
+    guard(ctx, false, |cx| Ok(cx.in_side_arena(p)))
+}
+
+/// During a compaction: keeps a bag the survivor holds (`CallCtx::keep_bag`).
+pub unsafe extern "C" fn nabla_arena_keep_bag(ctx: *mut CtxHeader, bag: *mut Bag) -> *mut Bag {
+    guard(ctx, bag, |cx| Ok(cx.keep_bag(bag)))
+}
+
+/// During a compaction: the survivor holds `p`, which cannot be copied (`CallCtx::hold`).
+pub unsafe extern "C" fn nabla_arena_hold(ctx: *mut CtxHeader, p: *const u8) {
+    guard(ctx, (), |cx| {
+        cx.hold(p);
+        Ok(())
+    })
+}
+
+/// During a compaction: the survivor holds a map whose values hold pointers (`CallCtx::hold_map`).
+pub unsafe extern "C" fn nabla_arena_hold_map(ctx: *mut CtxHeader, map: *mut Map) {
+    guard(ctx, (), |cx| {
+        cx.hold_map(map);
+        Ok(())
+    })
+}
+
+/// During a compaction: keeps a map the survivor holds (`CallCtx::keep_map`).
+pub unsafe extern "C" fn nabla_arena_keep_map(ctx: *mut CtxHeader, map: *mut Map) -> *mut Map {
+    guard(ctx, map, |cx| Ok(cx.keep_map(map)))
 }
 
 /// Whether a compacting loop should compact now (`CallCtx::compact_begin`).
@@ -215,6 +257,7 @@ pub unsafe extern "C" fn nabla_bag_entries(ctx: *mut CtxHeader, bag: *mut Bag) -
         let (array, elems) = cx.new_array_slots(bag.len(), rec)?;
         bag.write_sorted_records(std::slice::from_raw_parts_mut(elems, bag.len() * rec), &mut cx.sort_scratch);
         bag.cache_entries(array);
+        cx.note_cached(bag);
         Ok(array)
     })
 }
@@ -231,6 +274,7 @@ pub unsafe extern "C" fn nabla_bag_entries_unordered(ctx: *mut CtxHeader, bag: *
         let (array, elems) = cx.new_array_slots(bag.len(), rec)?;
         bag.write_records(std::slice::from_raw_parts_mut(elems, bag.len() * rec));
         bag.cache_unordered_entries(array);
+        cx.note_cached(bag);
         Ok(array)
     })
 }
@@ -319,6 +363,13 @@ pub fn address(name: &str) -> Option<*const u8> {
     let p = match name {
         "nabla_arena_mark" => nabla_arena_mark as *const u8,
         "nabla_arena_compact_begin" => nabla_arena_compact_begin as *const u8,
+        "nabla_arena_scope_begin" => nabla_arena_scope_begin as *const u8,
+        "nabla_arena_since" => nabla_arena_since as *const u8,
+        "nabla_arena_in_side" => nabla_arena_in_side as *const u8,
+        "nabla_arena_keep_bag" => nabla_arena_keep_bag as *const u8,
+        "nabla_arena_keep_map" => nabla_arena_keep_map as *const u8,
+        "nabla_arena_hold" => nabla_arena_hold as *const u8,
+        "nabla_arena_hold_map" => nabla_arena_hold_map as *const u8,
         "nabla_arena_compact_end" => nabla_arena_compact_end as *const u8,
         "nabla_sin" => nabla_sin as *const u8,
         "nabla_cos" => nabla_cos as *const u8,
