@@ -8,7 +8,9 @@
 //! 2.10) and costs only efficiency, which the value-level tests (`runtime/tests/ilc_theorem.rs`)
 //! cannot see; this test is what catches it.
 
-use adjoint::incremental::table::{canonical_group, canonical_zero, has_efficient_derivative, nil_constant};
+use adjoint::incremental::table::{
+    canonical_group, canonical_zero, has_efficient_derivative, nil_constant, specialisation, specialised_type,
+};
 use adjoint::incremental::{derive_definition, expand};
 use anf::mono::MonoProgram;
 use expect_test::{expect, Expect};
@@ -80,6 +82,110 @@ fn primitives_with_their_own_derivative() {
             λx dx. nil abs x dx
             self-maintainable: false"#]],
     );
+}
+
+/// ILC Sec. 4.4: with the function (and groups, key) fixed, the bag and map primitives are
+/// homomorphisms, so their specialised derivatives read only the change — self-maintainable.
+#[test]
+fn specialisations_for_fixed_functions() {
+    check(
+        "def f (b : Bag Int) = foldBag intGroup (fun x -> x * 2) b",
+        expect![[r#"
+            λb db. foldBag' intGroup (λx. x * 2) b db
+            λb db. foldBag' intGroup (λx. x * 2) _ db
+            self-maintainable: true"#]],
+    );
+    check(
+        "def f (b : Bag Int) = mapBag (fun x -> x + 1) b",
+        expect![[r#"
+        λb db. mapBag' (λx. x + 1) b db
+        λb db. mapBag' (λx. x + 1) _ db
+        self-maintainable: true"#]],
+    );
+    check(
+        "def f (b : Bag Int) = filterBag (fun x -> x > 0) b",
+        expect![[r#"
+        λb db. filterBag' (λx. x > 0) b db
+        λb db. filterBag' (λx. x > 0) _ db
+        self-maintainable: true"#]],
+    );
+    check(
+        "def f (b : Bag Int) = flatMapBag (fun x -> merge (singleton x) (singleton 0)) b",
+        expect![[r#"
+        λb db. flatMapBag' (λx. merge (singleton x) (singleton 0)) b db
+        λb db. flatMapBag' (λx. merge (singleton x) (singleton 0)) _ db
+        self-maintainable: true"#]],
+    );
+    check(
+        "def f (m : Map Int Int) = foldMap intGroup intGroup (fun k v -> k * v) m",
+        expect![[r#"
+            λm dm. foldMap' intGroup intGroup (λk v. k * v) m dm
+            λm dm. foldMap' intGroup intGroup (λk v. k * v) _ dm
+            self-maintainable: true"#]],
+    );
+    check(
+        "def f (m : Map Int Int) = lookup intGroup 3 m",
+        expect![[r#"
+        λm dm. lookup' intGroup 3 m dm
+        λm dm. lookup' intGroup 3 _ dm
+        self-maintainable: true"#]],
+    );
+    check(
+        "def f (x : Int) = singletonMap 3 x",
+        expect![[r#"
+        λx dx. singletonMap' 3 x dx
+        λx dx. singletonMap' 3 _ dx
+        self-maintainable: true"#]],
+    );
+}
+
+/// A specialised derivative's type, made from the base primitive's monomorphic type, is the one
+/// `frontend/src/builtins.rs` declares for it: each argument, then a change for each argument that
+/// need not be nil, to the change of the result.
+#[test]
+fn specialised_derivatives_have_their_declared_types() {
+    use Builtin as B;
+    let (i, b) = (Type::Int, Type::Bool);
+    let bag = Type::Bag(i.clone().into());
+    let map = Type::Map(i.clone().into(), i.clone().into());
+    let g = Type::Group(i.clone().into());
+    let d = |t: &Type| Type::delta(t);
+    let fun =
+        |ts: &[Type]| ts[..ts.len() - 1].iter().rev().fold(ts[ts.len() - 1].clone(), |r, a| Type::fun(a.clone(), r));
+    let ii = fun(&[i.clone(), i.clone()]);
+    let cases = [
+        (
+            B::FoldBag,
+            fun(&[g.clone(), ii.clone(), bag.clone(), i.clone()]),
+            fun(&[g.clone(), ii.clone(), bag.clone(), d(&bag), d(&i)]),
+        ),
+        (B::MapBag, fun(&[ii.clone(), bag.clone(), bag.clone()]), fun(&[ii.clone(), bag.clone(), d(&bag), d(&bag)])),
+        (
+            B::FilterBag,
+            fun(&[fun(&[i.clone(), b.clone()]), bag.clone(), bag.clone()]),
+            fun(&[fun(&[i.clone(), b.clone()]), bag.clone(), d(&bag), d(&bag)]),
+        ),
+        (
+            B::FlatMapBag,
+            fun(&[fun(&[i.clone(), bag.clone()]), bag.clone(), bag.clone()]),
+            fun(&[fun(&[i.clone(), bag.clone()]), bag.clone(), d(&bag), d(&bag)]),
+        ),
+        (
+            B::FoldMap,
+            fun(&[g.clone(), g.clone(), fun(&[i.clone(), i.clone(), i.clone()]), map.clone(), i.clone()]),
+            fun(&[g.clone(), g.clone(), fun(&[i.clone(), i.clone(), i.clone()]), map.clone(), d(&map), d(&i)]),
+        ),
+        (
+            B::Lookup,
+            fun(&[g.clone(), i.clone(), map.clone(), i.clone()]),
+            fun(&[g.clone(), i.clone(), map.clone(), d(&map), d(&i)]),
+        ),
+        (B::SingletonMap, fun(&[i.clone(), i.clone(), map.clone()]), fun(&[i.clone(), i.clone(), d(&i), d(&map)])),
+    ];
+    for (base, base_ty, want) in cases {
+        let sp = specialisation(base).unwrap_or_else(|| panic!("{} has a specialisation", base.name()));
+        assert_eq!(specialised_type(&base_ty, &sp), want, "{}", base.name());
+    }
 }
 
 /// `has_efficient_derivative b k`: does `b` with its first `k` arguments fixed (nil changes) have
