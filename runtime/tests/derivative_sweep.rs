@@ -6,8 +6,9 @@
 //! composed with a non-linear inner term, at several points:
 //!
 //! - first order: `grad f p` written in the language and run by the engine
-//!   (`runtime::engine::run`, which evaluates what it does not compile with the interpreter), and
-//!   the primal `f p` run by the engine too (compiled);
+//!   (`runtime::engine::run`: compiled reverse mode, which reads the rule table's partials as
+//!   terms) and by the reference interpreter (the pullback reducer, which reads them as numbers),
+//!   and the primal `f p` run by both too;
 //! - second order through the symbolic derivative table: the Hessian–vector product written two
 //!   ways, as a nested `grad` of `grad` and as a `grad` of the directional derivative
 //!   `(pullback f (omega 1.0)) q v` (rule lin, then rule J on the inner Jacobian).
@@ -397,6 +398,17 @@ fn run(src: &str) -> Result<runtime::value::Value, String> {
     runtime::engine::run(&mono).map(|r| r.value).map_err(|d| d.to_string())
 }
 
+/// The same program run by the reference interpreter (the pullback reducer, which reads the rule
+/// table's numeric partials where the compiled transform reads its terms).
+fn interpret(src: &str) -> Result<runtime::value::Value, String> {
+    let (_, mono) = runtime::prepare(src, "main").map_err(|d| format!("{}: {}", d.span.lo, d.message))?;
+    runtime::interp::run(&mono).map_err(|d| d.to_string())
+}
+
+/// Both engines: the compiled engine (`run`) and the reference interpreter (`interpret`).
+const ENGINES: [(&str, fn(&str) -> Result<runtime::value::Value, String>); 2] =
+    [("engine", run), ("interpreter", interpret)];
+
 fn reals(v: &runtime::value::Value) -> Vec<f64> {
     use runtime::value::Value;
     match v {
@@ -472,15 +484,17 @@ fn check(case: &Case, p: &[f64], out: &mut Vec<String>) -> usize {
     ];
     let mut checked = 0;
     for (what, src, want) in programs {
-        match run(&src) {
-            Ok(got) => {
-                let got = reals(&got);
-                checked += want.len();
-                if got.len() != want.len() || got.iter().zip(&want).any(|(g, w)| !agree(*g, *w)) {
-                    out.push(format!("{what}: engine {got:?}, oracle {want:?} (v = {v:?})\n{src}"));
+        for (engine, run) in ENGINES {
+            match run(&src) {
+                Ok(got) => {
+                    let got = reals(&got);
+                    checked += want.len();
+                    if got.len() != want.len() || got.iter().zip(&want).any(|(g, w)| !agree(*g, *w)) {
+                        out.push(format!("{what}: {engine} {got:?}, oracle {want:?} (v = {v:?})\n{src}"));
+                    }
                 }
+                Err(e) => out.push(format!("{what}: the {engine} failed: {e}\n{src}")),
             }
-            Err(e) => out.push(format!("{what}: the engine failed: {e}\n{src}")),
         }
     }
     checked
@@ -506,8 +520,10 @@ fn every_primitive_first_and_second_order_agrees_with_hyper_duals() {
 #[test]
 fn to_real_of_an_int_input_has_a_discrete_zero_gradient() {
     let src = "def main = grad (fun (x, n) -> x * toReal n + toReal (n * n)) (2.5, 3)\n";
-    let got = frontend::with_big_stack(move || run(src).map(|v| v.to_string()));
-    assert_eq!(got, Ok("(3.0, 0)".to_string()));
+    for (engine, run) in ENGINES {
+        let got = frontend::with_big_stack(move || run(src).map(|v| v.to_string()));
+        assert_eq!(got, Ok("(3.0, 0)".to_string()), "{engine}");
+    }
 }
 
 /// The oracle itself, on closed forms: `d/dy 2^y = 2^y ln 2`, `tan′ = 1 + tan²`,
@@ -544,9 +560,11 @@ fn primitives_at_a_symbolically_zero_argument() {
     let failures: Vec<String> = frontend::with_big_stack(move || {
         cases
             .iter()
-            .filter_map(|(main, want)| {
-                let got = run(&format!("def main = {main}\n")).map(|v| v.to_string());
-                (got.as_deref() != Ok(*want)).then(|| format!("{main}: {got:?}, expected {want}"))
+            .flat_map(|(main, want)| {
+                ENGINES.iter().filter_map(move |(engine, run)| {
+                    let got = run(&format!("def main = {main}\n")).map(|v| v.to_string());
+                    (got.as_deref() != Ok(*want)).then(|| format!("{main} ({engine}): {got:?}, expected {want}"))
+                })
             })
             .collect()
     });

@@ -12,9 +12,14 @@
 //! changes) and function inputs (function changes). Every tenth case also sends a stream of 10–50
 //! changes through the incremental driver, each step compared with recomputation.
 //!
+//! Coverage of the ILC table is counted on the derivative after dead-code elimination (what the
+//! driver runs), not on the source text: every derivative primitive must occur in a share of the
+//! substantive cases, and every input type must reach a derivative primitive in a share of its
+//! substantive cases. `--nocapture` prints the counts.
+//!
 //! Seeded and deterministic; `NABLA_ILC_SEED=n` picks another seed, `NABLA_ILC_CASES=n` another count.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use frontend::types::Type;
 use runtime::incr::{literal, Incr, Path};
@@ -42,6 +47,11 @@ fn run(seed: u64, cases: usize) {
     let mut paths = [0usize; 2];
     let mut attempts = 0;
     let mut substantive: BTreeMap<&'static str, usize> = BTreeMap::new();
+    // Coverage of the ILC table, counted on the derivative after dead-code elimination (what the
+    // driver runs), over substantive cases: each entry, and per input type the cases whose
+    // derivative uses a derivative primitive (not only recomputation, `nil c`).
+    let mut table: BTreeMap<String, usize> = BTreeMap::new();
+    let mut with_derivative: BTreeMap<&'static str, usize> = BTreeMap::new();
     let (mut nested_map_bag, mut streams, mut stream_steps) = (0, 0, 0);
     let mut tries = 0;
     let mut input_ty = Ty::Int;
@@ -65,7 +75,7 @@ fn run(seed: u64, cases: usize) {
         // The compiled driver runs on every fourth case (each start compiles `f` and its derivative).
         match case.check(checked % 4 == 0) {
             Outcome::Checked { substantive: false, .. } if tries + 1 < RESAMPLE => tries += 1,
-            Outcome::Checked { path, substantive: sub, steps } => {
+            Outcome::Checked { path, substantive: sub, steps, entries } => {
                 tries = 0;
                 checked += 1;
                 paths[path as usize] += 1;
@@ -75,6 +85,12 @@ fn run(seed: u64, cases: usize) {
                 }
                 if sub {
                     *substantive.entry(case.input_ty.surface()).or_default() += 1;
+                    for e in &entries {
+                        *table.entry(e.clone()).or_default() += 1;
+                    }
+                    if entries.iter().any(|e| !e.starts_with("nil ")) {
+                        *with_derivative.entry(case.input_ty.surface()).or_default() += 1;
+                    }
                     if case.input_ty == Ty::MapIB && case.source.contains("foldMap") && case.source.contains("foldBag")
                     {
                         nested_map_bag += 1;
@@ -107,6 +123,23 @@ fn run(seed: u64, cases: usize) {
         "{total} of {checked} cases substantive: {substantive:?}; {nested_map_bag} on Map Int (Bag Int) through nested \
          foldMap/foldBag; {streams} streams of {stream_steps} changes"
     );
+    eprintln!("ILC table entries in the derivatives after DCE (substantive cases): {table:?}");
+    eprintln!("substantive cases whose derivative after DCE uses a derivative primitive: {with_derivative:?}");
+    // Every derivative primitive of the table runs in the derivatives the driver runs (default
+    // seed: each in at least 8 of 600 cases), and every input type reaches one in a share of its
+    // substantive cases (default seed: at least 15 for each type).
+    for d in DERIVATIVE_PRIMITIVES {
+        let n = table.get(*d).copied().unwrap_or(0);
+        assert!(n * 100 >= cases, "`{d}` is in only {n} derivatives after DCE: {table:?}");
+    }
+    for ty in [Ty::Int, Ty::Real, Ty::Bool, Ty::Bag, Ty::MapII, Ty::MapIB, Ty::Pair, Ty::Arr, Ty::Fun] {
+        let n = with_derivative.get(ty.surface()).copied().unwrap_or(0);
+        assert!(
+            n * 60 >= cases,
+            "only {n} substantive cases with input type {} use a derivative primitive after DCE: {with_derivative:?}",
+            ty.surface()
+        );
+    }
     for ty in [Ty::Int, Ty::Real, Ty::Bool, Ty::Bag, Ty::MapII, Ty::MapIB, Ty::Pair, Ty::Arr, Ty::Fun] {
         let n = substantive.get(ty.surface()).copied().unwrap_or(0);
         assert!(n * 9 * 3 >= cases, "only {n} substantive cases with input type {}: {substantive:?}", ty.surface());
@@ -120,6 +153,25 @@ fn run(seed: u64, cases: usize) {
     let native = NATIVE_STEPS.with(|c| *c.borrow());
     assert!(native[0] >= cases / 40 && native[1] >= 1 && native[2] >= 2, "compiled driver steps: {native:?}");
 }
+
+/// The ILC table's derivative primitives (`adjoint::incremental::table`), each required in the
+/// derivatives after DCE of the substantive cases.
+const DERIVATIVE_PRIMITIVES: &[&str] = &[
+    "merge'",
+    "negate'",
+    "singleton'",
+    "neg'",
+    "add'",
+    "sub'",
+    "mul'",
+    "foldBag'",
+    "mapBag'",
+    "filterBag'",
+    "flatMapBag'",
+    "foldMap'",
+    "lookup'",
+    "singletonMap'",
+];
 
 /// Names whose presence in checked programs the test requires (each at least three times).
 const PRIMITIVES: &[&str] = &[
@@ -176,6 +228,8 @@ enum Outcome {
         path: Path,
         substantive: bool,
         steps: usize,
+        /// The ILC table entries the derivative uses after dead-code elimination.
+        entries: BTreeSet<String>,
     },
     /// `f a` or `f (a ⊕ da)` fails on its own (e.g. a huge `iterate`): nothing to compare.
     Skipped,
@@ -402,8 +456,30 @@ impl Case {
                 steps += 1;
             }
         }
-        Outcome::Checked { path, substantive, steps }
+        let mut entries = BTreeSet::new();
+        table_entries(&d.fast, &mut entries);
+        Outcome::Checked { path, substantive, steps, entries }
     }
+}
+
+/// The ILC table entries (adjoint::incremental::table) in a derivative term: each derivative
+/// primitive (`merge'`, `foldBag'`, `add'`, …, and `nil'` of a function), and `nil c` for a builtin
+/// `c` whose derivative is recomputation (Derive(c) = 0_c).
+fn table_entries(e: &frontend::syntax::E, out: &mut BTreeSet<String>) {
+    use frontend::builtins::Builtin;
+    use frontend::syntax::{ExprKind, VarRef};
+    match &e.kind {
+        ExprKind::Var(_, VarRef::Builtin(b)) if b.is_internal() && *b != Builtin::NoBase => {
+            out.insert(b.name().to_string());
+        }
+        ExprKind::App(f, c) if matches!(f.kind, ExprKind::Var(_, VarRef::Builtin(Builtin::Nil))) => {
+            if let ExprKind::Var(_, VarRef::Builtin(b)) = &c.kind {
+                out.insert(format!("nil {}", b.name()));
+            }
+        }
+        _ => {}
+    }
+    frontend::lin::for_each_child(e, &mut |c| table_entries(c, out));
 }
 
 /// The local ids bound by the first `n` leading λs of `e` (plain variable patterns only).

@@ -19,6 +19,8 @@ mod collections;
 mod support;
 
 #[cfg(test)]
+mod collections_model;
+#[cfg(test)]
 mod tests;
 
 use anf::ir::{TrapCode, ARRAY_HEADER};

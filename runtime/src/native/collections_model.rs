@@ -1,0 +1,285 @@
+//! The native bags and maps against a model: random sequences of operations applied both to
+//! [`Bag`]/[`Map`] and to a `BTreeMap` over signed key words (the language's key order), checked
+//! after every step through every observer (`count`, `len`, `is_empty`, sorted entries, both record
+//! writers, equality). Key widths 0–4 cover the inline (≤ 2 words) and boxed tables; keys mix
+//! negative and positive words so the signed order and the radix sort's sign flip matter.
+//!
+//! Multiplicities stay small (far from `i64` overflow), so the model holds whether the runtime's
+//! multiplicity arithmetic wraps or checks.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::collections::{cmp_keys, width, Bag, CollectionError, Map, SortScratch, Words};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    fn int(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + (self.next() % (hi - lo + 1) as u64) as i64
+    }
+}
+
+type Model = BTreeMap<Vec<i64>, i64>;
+
+fn words(k: &[i64]) -> Vec<u64> {
+    k.iter().map(|w| *w as u64).collect()
+}
+
+fn signed(k: &[u64]) -> Vec<i64> {
+    k.iter().map(|w| *w as i64).collect()
+}
+
+/// Every key of width `kw` with words in -2..=2.
+fn universe(kw: usize) -> Vec<Vec<i64>> {
+    let mut keys = vec![vec![]];
+    for _ in 0..kw {
+        keys = keys.into_iter().flat_map(|k| (-2..=2).map(move |w| [k.clone(), vec![w]].concat())).collect();
+    }
+    keys
+}
+
+fn model_add(m: &mut Model, k: &[i64], n: i64) {
+    let e = m.entry(k.to_vec()).or_insert(0);
+    *e += n;
+    if *e == 0 {
+        m.remove(k);
+    }
+}
+
+/// A bag built from the model, inserting in reverse key order (another insertion history).
+fn from_model(kw: usize, m: &Model) -> Bag {
+    let mut b = Bag::new(kw);
+    for (k, n) in m.iter().rev() {
+        b.insert(&words(k), *n).unwrap();
+    }
+    b
+}
+
+/// Every observer of `b` agrees with `m`.
+fn check(b: &Bag, m: &Model, kw: usize, keys: &[Vec<i64>], what: &str) {
+    assert_eq!(b.key_words(), kw, "{what}");
+    for k in keys {
+        assert_eq!(b.count(&words(k)), m.get(k).copied().unwrap_or(0), "{what}: count of {k:?}");
+    }
+    assert_eq!(b.len(), m.len(), "{what}: len");
+    assert_eq!(b.is_empty(), m.is_empty(), "{what}: is_empty");
+    let listed: Vec<(Vec<i64>, i64)> = b.sorted_entries().iter().map(|(k, n)| (signed(k), *n)).collect();
+    let want: Vec<(Vec<i64>, i64)> = m.iter().map(|(k, n)| (k.clone(), *n)).collect();
+    assert_eq!(listed, want, "{what}: sorted entries");
+    let unordered: Model = b.entries().map(|(k, n)| (signed(k), n)).collect();
+    assert_eq!(&unordered, m, "{what}: entries");
+    let flat: Vec<u64> = want.iter().flat_map(|(k, n)| words(k).into_iter().chain([*n as u64])).collect();
+    let mut out = vec![0u64; m.len() * (kw + 1)];
+    b.write_sorted_records(&mut out, &mut SortScratch::default());
+    assert_eq!(out, flat, "{what}: sorted records");
+    let mut out = vec![0u64; m.len() * (kw + 1)];
+    b.write_records(&mut out);
+    let records: Model = if kw == 0 {
+        out.iter().map(|n| (vec![], *n as i64)).collect()
+    } else {
+        out.chunks_exact(kw + 1).map(|r| (signed(&r[..kw]), r[kw] as i64)).collect()
+    };
+    assert_eq!(&records, m, "{what}: records");
+    assert_eq!(*b, from_model(kw, m), "{what}: equality with the same bag built another way");
+    if let Some((k, n)) = m.iter().next() {
+        let mut other = m.clone();
+        other.insert(k.clone(), n + 1);
+        assert_ne!(*b, from_model(kw, &other), "{what}: a bag differing in one multiplicity");
+    }
+}
+
+#[test]
+fn bags_agree_with_a_model_through_random_operations() {
+    let mut rng = Rng(7);
+    for kw in 0..=4 {
+        let keys = universe(kw);
+        let mut bags = [Bag::new(kw), Bag::new(kw), Bag::new(kw)];
+        let mut models = [Model::new(), Model::new(), Model::new()];
+        for step in 0..400 {
+            let i = rng.int(0, 2) as usize;
+            let j = rng.int(0, 2) as usize;
+            let what = format!("width {kw}, step {step}");
+            match rng.int(0, 9) {
+                // Inserts, zero and negative multiplicities included, often onto an existing key.
+                0..=4 => {
+                    let k = keys[rng.int(0, keys.len() as i64 - 1) as usize].clone();
+                    let n = rng.int(-3, 3);
+                    bags[i].insert(&words(&k), n).unwrap();
+                    model_add(&mut models[i], &k, n);
+                }
+                5 => {
+                    let b = bags[i].merge(&bags[j]).unwrap();
+                    let mut m = models[i].clone();
+                    for (k, n) in &models[j] {
+                        model_add(&mut m, k, *n);
+                    }
+                    bags[i] = b;
+                    models[i] = m;
+                }
+                6 => {
+                    let f = rng.int(-2, 2);
+                    let src = bags[j].clone();
+                    bags[i].add_scaled(&src, f).unwrap();
+                    for (k, n) in models[j].clone() {
+                        model_add(&mut models[i], &k, n * f);
+                    }
+                }
+                7 => {
+                    bags[i] = bags[i].negate().unwrap();
+                    models[i] = models[i].iter().map(|(k, n)| (k.clone(), -n)).collect();
+                }
+                8 => {
+                    let f = rng.int(-2, 2);
+                    bags[i] = bags[i].scale(f);
+                    models[i] = models[i].iter().map(|(k, n)| (k.clone(), n * f)).filter(|(_, n)| *n != 0).collect();
+                }
+                _ => {
+                    // A bag cancelled by its own negation is empty, and equal to a fresh one.
+                    let z = bags[i].merge(&bags[i].negate().unwrap()).unwrap();
+                    check(&z, &Model::new(), kw, &keys, &what);
+                    assert_eq!(z, Bag::new(kw));
+                    if rng.int(0, 3) == 0 {
+                        bags[i].recycle(kw);
+                        models[i].clear();
+                    }
+                }
+            }
+            // Keep multiplicities far from overflow.
+            if models[i].values().any(|n| n.abs() > 1 << 40) {
+                bags[i].recycle(kw);
+                models[i].clear();
+            }
+            check(&bags[i], &models[i], kw, &keys, &what);
+        }
+    }
+}
+
+#[test]
+fn bag_widths_must_match() {
+    let mut a = Bag::new(2);
+    let mismatch = |found| Err(CollectionError::WidthMismatch { expected: 2, found });
+    assert_eq!(a.insert(&[1], 1), mismatch(1));
+    assert_eq!(a.insert(&[1, 2, 3], 1), mismatch(3));
+    assert_eq!(a.merge(&Bag::new(3)).map(|_| ()), mismatch(3));
+    assert_eq!(a.add_scaled(&Bag::new(1), 1), mismatch(1));
+    a.insert(&[1, 2], 5).unwrap();
+    // A key of the wrong width is in no bag.
+    assert_eq!(a.count(&[1]), 0);
+    assert_eq!(a.count(&[1, 2, 0]), 0);
+    assert_eq!(a.count(&[1, 2]), 5);
+    let mut w = Bag::new(3);
+    w.insert(&[1, 2, 3], 1).unwrap();
+    assert_eq!(w.count(&[1, 2]), 0);
+}
+
+#[test]
+fn maps_agree_with_a_model_through_random_operations() {
+    let mut rng = Rng(11);
+    for (kw, vw) in [(0, 1), (1, 1), (2, 3), (3, 2), (4, 0)] {
+        let keys = universe(kw);
+        let mut map = Map::new(kw, vw);
+        let mut model: BTreeMap<Vec<i64>, Vec<u64>> = BTreeMap::new();
+        for step in 0..300 {
+            let k = keys[rng.int(0, keys.len() as i64 - 1) as usize].clone();
+            match rng.int(0, 5) {
+                0..=3 => {
+                    let v: Vec<u64> = (0..vw).map(|_| rng.int(-50, 50) as u64).collect();
+                    map.set(&words(&k), &v).unwrap();
+                    model.insert(k, v);
+                }
+                4 => {
+                    map.remove(&words(&k));
+                    model.remove(&k);
+                }
+                _ => {
+                    if rng.int(0, 9) == 0 {
+                        map.recycle(kw, vw);
+                        model.clear();
+                    }
+                }
+            }
+            let what = format!("widths {kw}/{vw}, step {step}");
+            assert_eq!((map.key_words(), map.value_words()), (kw, vw), "{what}");
+            assert_eq!(map.len(), model.len(), "{what}: len");
+            assert_eq!(map.is_empty(), model.is_empty(), "{what}: is_empty");
+            for k in &keys {
+                assert_eq!(map.get(&words(k)), model.get(k).map(|v| &v[..]), "{what}: get {k:?}");
+            }
+            let listed: Vec<(Vec<i64>, Vec<u64>)> =
+                map.sorted_entries().iter().map(|(k, v)| (signed(k), v.to_vec())).collect();
+            let want: Vec<(Vec<i64>, Vec<u64>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            assert_eq!(listed, want, "{what}: sorted entries");
+        }
+    }
+    let mut m = Map::new(2, 1);
+    assert_eq!(m.set(&[1], &[1]), Err(CollectionError::WidthMismatch { expected: 2, found: 1 }));
+    assert_eq!(m.set(&[1, 2], &[1, 2]), Err(CollectionError::WidthMismatch { expected: 1, found: 2 }));
+    assert!(m.is_empty());
+}
+
+#[test]
+fn keys_order_as_signed_words_then_length() {
+    let mut rng = Rng(3);
+    for _ in 0..2000 {
+        let a: Vec<i64> = (0..rng.int(0, 3)).map(|_| rng.int(-3, 3)).collect();
+        let b: Vec<i64> = (0..rng.int(0, 3)).map(|_| rng.int(-3, 3)).collect();
+        // Vec<i64>'s order is lexicographic over signed words, a prefix first.
+        assert_eq!(cmp_keys(&words(&a), &words(&b)), a.cmp(&b), "{a:?} vs {b:?}");
+    }
+    assert_eq!(cmp_keys(&[i64::MIN as u64], &[i64::MAX as u64]), std::cmp::Ordering::Less);
+}
+
+#[test]
+fn widths_are_bounded() {
+    assert_eq!(width(0), Ok(0));
+    assert_eq!(width(3), Ok(3));
+    assert_eq!(width(1 << 16), Ok(1 << 16));
+    assert_eq!(width((1 << 16) + 1), Err(CollectionError::BadWidth((1 << 16) + 1)));
+    assert_eq!(width(-1), Err(CollectionError::BadWidth(-1)));
+    assert_eq!(width(i64::MIN), Err(CollectionError::BadWidth(i64::MIN)));
+}
+
+#[test]
+fn words_behave_as_their_slices() {
+    let mut table: HashMap<Words, usize> = HashMap::new();
+    let keys: Vec<Vec<u64>> = vec![vec![], vec![1], vec![1, 0], vec![0, 1], vec![1, 2, 3], vec![1, 2, 3, 4]];
+    for (i, k) in keys.iter().enumerate() {
+        let mut w = Words::new(k);
+        assert_eq!(w.as_slice(), &k[..]);
+        assert_eq!(w.as_mut_slice(), &k[..]);
+        assert_eq!(format!("{w:?}"), format!("{k:?}"));
+        table.insert(w, i);
+    }
+    for (i, k) in keys.iter().enumerate() {
+        assert_eq!(table.get(&k[..]), Some(&i), "lookup of {k:?} by slice");
+        assert_eq!(Words::new(k), Words::new(k));
+    }
+    assert_ne!(Words::new(&[1, 0]), Words::new(&[1]));
+    let mut w = Words::new(&[5, 6, 7]);
+    w.as_mut_slice()[1] = 9;
+    assert_eq!(w.as_slice(), &[5, 9, 7]);
+    let mut w = Words::new(&[5, 6]);
+    w.as_mut_slice()[0] = 1;
+    assert_eq!(w.as_slice(), &[1, 6]);
+}
+
+#[test]
+fn big_bags_sort_their_records_by_radix_in_signed_order() {
+    let mut rng = Rng(5);
+    for kw in [0usize, 1, 2] {
+        let mut b = Bag::new(kw);
+        let mut m = Model::new();
+        for _ in 0..3000 {
+            let k: Vec<i64> = (0..kw).map(|i| if i == 0 { rng.int(-600, 600) } else { rng.int(-3, 3) }).collect();
+            let n = rng.int(-2, 2);
+            b.insert(&words(&k), n).unwrap();
+            model_add(&mut m, &k, n);
+        }
+        assert!(kw == 0 || m.len() > 128, "the radix path runs");
+        check(&b, &m, kw, &[], &format!("a big bag of width {kw}"));
+    }
+}
