@@ -324,11 +324,14 @@ pub enum TrapCode {
     /// `toInt` of NaN or of a value outside Int's range. Payload: 0 for NaN, 1 for a value at
     /// or above 2^63, -1 for one below -2^63.
     ToIntRange = 15,
+    /// A bag multiplicity left Int's range (raised by the runtime's bag operations, which get
+    /// the site as an argument).
+    BagOverflow = 16,
 }
 
 impl TrapCode {
     /// Every trap code, in numeric order.
-    pub const ALL: [TrapCode; 15] = [
+    pub const ALL: [TrapCode; 16] = [
         TrapCode::IndexOutOfBounds,
         TrapCode::DivisionByZero,
         TrapCode::NegativeLength,
@@ -344,6 +347,7 @@ impl TrapCode {
         TrapCode::StackOverflow,
         TrapCode::NeedsBase,
         TrapCode::ToIntRange,
+        TrapCode::BagOverflow,
     ];
     /// The name used in the text format.
     pub fn name(self) -> &'static str {
@@ -363,6 +367,7 @@ impl TrapCode {
             TrapCode::StackOverflow => "stack_overflow",
             TrapCode::NeedsBase => "needs_base",
             TrapCode::ToIntRange => "to_int_range",
+            TrapCode::BagOverflow => "bag_overflow",
         }
     }
     /// The numeric code passed to `nabla_trap`.
@@ -399,6 +404,7 @@ impl TrapCode {
                 1 => "toInt: a value at or above 2^63 is out of Int's range".to_string(),
                 _ => "toInt: a value below -2^63 is out of Int's range".to_string(),
             },
+            TrapCode::BagOverflow => BAG_OVERFLOW_MESSAGE.to_string(),
         }
     }
 }
@@ -406,6 +412,9 @@ impl TrapCode {
 /// The message of [`TrapCode::NeedsBase`] (the interpreter's `NEEDS_BASE` error says the same).
 pub const NEEDS_BASE_MESSAGE: &str =
     "internal: this change needs a base value the self-maintainable derivative does not keep";
+
+/// The message of [`TrapCode::BagOverflow`] (the interpreter's bags say the same).
+pub const BAG_OVERFLOW_MESSAGE: &str = "bag multiplicity overflow";
 
 /// The site of a failure that has none (the runtime reports it without a source location).
 pub const NO_SITE: i64 = -1;
