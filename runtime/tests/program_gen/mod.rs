@@ -989,6 +989,13 @@ pub type Outcome = Result<String, (String, u32, u32)>;
 /// `main` of `mono` compiled exactly as lowering made it (`anf::opt` off).
 fn unoptimised(mono: &anf::mono::MonoProgram) -> Result<runtime::value::Value, frontend::Diagnostic> {
     use runtime::engine::{root_span, Layout, Machine, BIG_STACK_BUDGET};
+    // As the engine does: compiled reverse mode, then ILC's `expand` (`run_in` has refused a
+    // program neither compiles before this is called).
+    let transformed = adjoint::reverse::transform(mono)
+        .map_err(|nc| frontend::Diagnostic::error(nc.span, format!("{} is not compiled", nc.what)))?;
+    let mono = transformed.as_ref().unwrap_or(mono);
+    let expanded = adjoint::incremental::expand(mono)?;
+    let mono = &expanded;
     let span = root_span(mono);
     let lowered = anf::lower::lower(mono, &anf::lower::LowerOptions::default())
         .map_err(|e| frontend::Diagnostic::error(span, format!("lowering: {}", e.message)))?;

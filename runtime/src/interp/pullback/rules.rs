@@ -684,7 +684,8 @@ impl<'a, 'p> Reducer<'a, 'p> {
                     e.ty.clone(),
                 )),
                 (Some(n), Some(m)) => {
-                    return Err(self.error(&format!("zipWith: arrays have different lengths {n} and {m}")))
+                    // Located at the `zipWith`, as the forward evaluation and compiled code report it.
+                    return Err(self.error_at(e, format!("zipWith: arrays have different lengths {n} and {m}")));
                 }
                 _ => None,
             },
