@@ -1023,6 +1023,15 @@ pub fn both_engines(src: &str) -> Result<(Outcome, Outcome, Outcome), String> {
         let show = |r: Result<runtime::value::Value, frontend::Diagnostic>| -> Outcome {
             r.map(|v| v.to_string()).map_err(|d| (d.message, d.span.lo, d.span.hi))
         };
+        // A program the engine hands to the interpreter is not compared (its errors would be the
+        // interpreter's in both columns).
+        let transformed = match adjoint::reverse::transform(&mono) {
+            Ok(t) => t,
+            Err(nc) => return Err(format!("not compiled: {}", nc.what)),
+        };
+        if let Some(u) = anf::lower::unsupported(transformed.as_ref().unwrap_or(&mono)) {
+            return Err(format!("not compiled: {}", u.what));
+        }
         let interp = show(runtime::interp::run(&mono));
         let compiled = match runtime::engine::run(&mono) {
             Ok(r) if r.note.is_some() => return Err(format!("not compiled: {}", r.note.unwrap_or_default())),
