@@ -574,6 +574,9 @@ impl<'a, 'p> Reducer<'a, 'p> {
                         .collect();
                     rewrite(self, "jacobian", &mk(ExprKind::Array(rows), e.ty.clone()))
                 }
+                // (9) on the arguments: a primitive whose arguments all have the zero tangent (discrete
+                // ones: a map's `lookup` with a Real in its value) has the zero tangent too.
+                _ if args.iter().all(|a| is_zero(&at.tan(a))) => Ok(Elem::Zero { primal: at.primal(e) }),
                 _ => {
                     self.note(&format!("  (no pullback rule for `{}` with a continuous result)", b.name()));
                     Ok(Elem::Stuck)
