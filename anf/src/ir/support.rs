@@ -61,6 +61,9 @@ pub const SUPPORT: &[SupportDecl] = &[
     decl("nabla_bag_insert", &[P, P, I, I], &[], true),
     // `(bag, key, n, m, site)`: insert with multiplicity `n·m` (bag fusion's scaled insert).
     decl("nabla_bag_insert_scaled", &[P, P, I, I, I], &[], true),
+    // `(a, b, site) -> a·b`, failing with `bag_overflow` at `site` (bag fusion's product of two
+    // scales).
+    decl("nabla_mul_checked", &[I, I, I], &[I], true),
     decl("nabla_bag_merge", &[P, P, I], &[P], true),
     decl("nabla_bag_negate", &[P, I], &[P], true),
     // In place: `dst` (a bag no one else holds) gains every entry of `src`.

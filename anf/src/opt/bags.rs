@@ -13,8 +13,10 @@
 //! - nothing reads the destination in between (its only uses there are further additions);
 //! - the destination and the scale are available where the inserts are.
 //!
-//! Multiplicities are checked, not wrapped: an overflow is reported at the addition's site. The
-//! fused form sums in a different order, so an intermediate sum that leaves Int's range and comes
+//! Multiplicities are checked, not wrapped. The products are made in the unfused order, each at
+//! its own site (a fused insert's `n·m` at the addition's; an already scaled insert's `n·m0` at
+//! its own, by `nabla_mul_checked`, then times the new scale), and a sum at the addition's site
+//! (a constant site is made again before each insert). The fused form sums in a different order, so an intermediate sum that leaves Int's range and comes
 //! back (docs/language.md §8) may be reported by one form and not the other; a final
 //! multiplicity out of range is reported by both.
 
@@ -22,13 +24,14 @@ use rustc_hash::FxHashSet;
 
 use crate::ir::cfg::{successors, Dominators};
 use crate::ir::entity::SecondaryMap;
-use crate::ir::{Block, ExtFuncId, Function, Inst, InstData, Module, Op, Value, ValueDef};
+use crate::ir::{Block, EntityRef, ExtFuncId, Function, Inst, InstData, Module, Op, Type, Value, ValueData, ValueDef};
 
 /// The support functions fusion reasons about.
 struct Names {
     new: Option<ExtFuncId>,
     insert: Option<ExtFuncId>,
     insert_scaled: Option<ExtFuncId>,
+    mul_checked: Option<ExtFuncId>,
     add_scaled: Option<ExtFuncId>,
     add_into: Option<ExtFuncId>,
 }
@@ -39,6 +42,7 @@ impl Names {
             new: module.extern_by_name("nabla_bag_new"),
             insert: module.extern_by_name("nabla_bag_insert"),
             insert_scaled: module.extern_by_name("nabla_bag_insert_scaled"),
+            mul_checked: module.extern_by_name("nabla_mul_checked"),
             add_scaled: module.extern_by_name("nabla_bag_add_scaled"),
             add_into: module.extern_by_name("nabla_bag_add_into"),
         }
@@ -78,6 +82,12 @@ pub(super) fn fuse(module: &mut Module, func: &mut Function) -> bool {
                 break;
             }
         }
+        if plan.scale.is_some() && plan.scaled_inserts && names.mul_checked.is_none() {
+            names.mul_checked = module.declare_support("nabla_mul_checked");
+            if names.mul_checked.is_none() {
+                break;
+            }
+        }
         apply(&names, func, plan);
         changed = true;
     }
@@ -91,6 +101,12 @@ struct Plan {
     scale: Option<Value>,
     /// The addition's site: where a fused insert reports an overflow.
     site: Value,
+    /// The site's constant, when it is one (then made again before each insert, which it need
+    /// not dominate).
+    site_const: Option<i64>,
+    /// Are some inserts scaled already (their factor times the addition's scale is then made
+    /// with `nabla_mul_checked` before the insert)?
+    scaled_inserts: bool,
     inserts: Vec<Pos>,
 }
 
@@ -157,10 +173,6 @@ fn find(names: &Names, func: &Function) -> Option<Plan> {
             }
         }
         let Some((add_pos, dest, scale, site)) = add else { continue };
-        // A scaled insert scaled again would need a product of three: not fused.
-        if scaled_inserts && scale.is_some() {
-            continue;
-        }
         // The destination and the scale must be available at every insert.
         let available = |v: Value, at: Pos| match func.values[v].def {
             ValueDef::Param(b, _) => doms.dominates(b, at.0),
@@ -171,7 +183,15 @@ fn find(names: &Names, func: &Function) -> Option<Plan> {
             },
             ValueDef::Unused => false,
         };
-        if !inserts.iter().all(|&p| available(dest, p) && available(site, p) && scale.is_none_or(|m| available(m, p))) {
+        let site_const = match func.values[site].def {
+            ValueDef::Result(inst, 0) => match func.insts[inst].op {
+                Op::Iconst(n) => Some(n),
+                _ => None,
+            },
+            _ => None,
+        };
+        let site_ok = |p: Pos| site_const.is_some() || available(site, p);
+        if !inserts.iter().all(|&p| available(dest, p) && site_ok(p) && scale.is_none_or(|m| available(m, p))) {
             continue;
         }
         // The region: after the creation, up to the addition.
@@ -186,7 +206,7 @@ fn find(names: &Names, func: &Function) -> Option<Plan> {
                 continue 'candidates;
             }
         }
-        return Some(Plan { new, add: add_pos, dest, scale, site, inserts });
+        return Some(Plan { new, add: add_pos, dest, scale, site, site_const, scaled_inserts, inserts });
     }
     None
 }
@@ -268,15 +288,40 @@ fn apply(names: &Names, func: &mut Function, plan: Plan) {
     // Rewrite the inserts in place: `insert(bag, key, n, _)` becomes `insert(dest, key, n, site)`,
     // or `insert_scaled(dest, key, n, m, site)` when the addition scales by `m`; a scaled insert
     // (only met when the addition does not scale) keeps its factor.
-    for &p in &plan.inserts {
+    // A constant site is made again before each insert (positions shift: later ones first).
+    let mut inserts = plan.inserts.clone();
+    inserts.sort_by_key(|p| std::cmp::Reverse((p.0.index(), p.1)));
+    for p in inserts {
         let inst = inst_at(func, p);
         let Op::CallExt(e, args) = func.insts[inst].op.clone() else { continue };
-        func.insts[inst].op = match (plan.scale, names.insert_scaled) {
-            (Some(m), Some(scaled)) => Op::CallExt(scaled, vec![plan.dest, args[1], args[2], m, plan.site]),
-            _ if names.is(e, names.insert_scaled) => {
-                Op::CallExt(e, vec![plan.dest, args[1], args[2], args[3], plan.site])
+        let site = match plan.site_const {
+            Some(n) => {
+                let ci = func.insts.push(InstData { op: Op::Iconst(n), results: Vec::new() });
+                let v = func.values.push(ValueData { ty: Type::I64, def: ValueDef::Result(ci, 0) });
+                func.insts[ci].results.push(v);
+                func.blocks[p.0].insts.insert(p.1, ci);
+                v
             }
-            _ => Op::CallExt(e, vec![plan.dest, args[1], args[2], plan.site]),
+            None => plan.site,
+        };
+        let rescaled = names.is(e, names.insert_scaled);
+        func.insts[inst].op = match (plan.scale, names.insert_scaled, names.mul_checked) {
+            // `insert_scaled(b, k, n, m0, s)` added scaled by `m`: the products in the unfused
+            // order, each checked at its own site — `p = n·m0` at `s`, then `p·m` at the addition's.
+            (Some(m), Some(scaled), Some(mul)) if rescaled => {
+                let pi = func
+                    .insts
+                    .push(InstData { op: Op::CallExt(mul, vec![args[2], args[3], args[4]]), results: Vec::new() });
+                let v = func.values.push(ValueData { ty: Type::I64, def: ValueDef::Result(pi, 0) });
+                func.insts[pi].results.push(v);
+                let at = func.blocks[p.0].insts.iter().position(|i| *i == inst).unwrap_or(p.1);
+                func.blocks[p.0].insts.insert(at, pi);
+                Op::CallExt(scaled, vec![plan.dest, args[1], v, m, site])
+            }
+            (Some(m), Some(scaled), _) => Op::CallExt(scaled, vec![plan.dest, args[1], args[2], m, site]),
+            // Its product belongs to its own site.
+            _ if rescaled => Op::CallExt(e, vec![plan.dest, args[1], args[2], args[3], args[4]]),
+            _ => Op::CallExt(e, vec![plan.dest, args[1], args[2], site]),
         };
     }
     for inst in [add_inst, new_inst] {

@@ -32,6 +32,7 @@ const BAG_EFFECTS: &[&str] = &[
     "nabla_bag_new",
     "nabla_bag_insert",
     "nabla_bag_insert_scaled",
+    "nabla_mul_checked",
     "nabla_bag_add_scaled",
     "nabla_bag_add_into",
     "nabla_bag_entries",

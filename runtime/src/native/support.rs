@@ -162,6 +162,12 @@ pub unsafe extern "C" fn nabla_bag_insert_scaled(
     })
 }
 
+/// `a·b`, or `TrapCode::BagOverflow` at `site` (bag fusion's product of two multiplicity
+/// factors).
+pub unsafe extern "C" fn nabla_mul_checked(ctx: *mut CtxHeader, a: i64, b: i64, site: i64) -> i64 {
+    guard(ctx, 0, |_| a.checked_mul(b).ok_or_else(|| at_site(CollectionError::Overflow, site)))
+}
+
 /// A new bag, the sum of two.
 pub unsafe extern "C" fn nabla_bag_merge(ctx: *mut CtxHeader, a: *const Bag, b: *const Bag, site: i64) -> *mut Bag {
     guard(ctx, std::ptr::null_mut(), |cx| {
@@ -362,6 +368,7 @@ pub fn address(name: &str) -> Option<*const u8> {
         "nabla_bag_new" => nabla_bag_new as *const u8,
         "nabla_bag_insert" => nabla_bag_insert as *const u8,
         "nabla_bag_insert_scaled" => nabla_bag_insert_scaled as *const u8,
+        "nabla_mul_checked" => nabla_mul_checked as *const u8,
         "nabla_bag_merge" => nabla_bag_merge as *const u8,
         "nabla_bag_negate" => nabla_bag_negate as *const u8,
         "nabla_bag_add_into" => nabla_bag_add_into as *const u8,

@@ -428,4 +428,11 @@ fn bag_overflow_is_a_trap_at_the_given_site() {
         support::nabla_bag_insert_scaled(h, a, [4u64].as_ptr(), 1 << 62, 2, 11);
     }
     assert_eq!(cx.failure().map(|e| (e.status, e.site)), Some((TrapCode::BagOverflow.code(), 11)));
+    cx.reset();
+    let h = cx.header();
+    unsafe {
+        assert_eq!(support::nabla_mul_checked(h, 3, -4, 12), -12);
+        support::nabla_mul_checked(h, i64::MIN, -1, 13);
+    }
+    assert_eq!(cx.failure().map(|e| (e.status, e.site)), Some((TrapCode::BagOverflow.code(), 13)));
 }
