@@ -522,10 +522,10 @@ mod tests {
         assert_eq!(Value::Real(1e-7).to_string(), "1e-7");
         assert_eq!(Value::Real(0.1).to_string(), "0.1");
         let mut b = Bag::default();
-        b.insert(Key::Int(5), -1);
-        b.insert(Key::Int(1), 2);
-        b.insert(Key::Int(3), 1);
-        b.insert(Key::Int(3), -1);
+        b.insert(Key::Int(5), -1).unwrap();
+        b.insert(Key::Int(1), 2).unwrap();
+        b.insert(Key::Int(3), 1).unwrap();
+        b.insert(Key::Int(3), -1).unwrap();
         assert_eq!(Value::Bag(Rc::new(b)).to_string(), "bag{1 # 2, 5 # -1}");
         let c = Value::Change(Rc::new(Change::GChange(Rc::new(Group::Int), Value::Int(4))));
         assert_eq!(c.to_string(), "gchange 4");
