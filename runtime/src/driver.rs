@@ -342,6 +342,15 @@ impl Incremental {
                 Err(e) => return Err(e),
             }
         };
+        // Bag multiplicities are checked before anything is committed (all or nothing).
+        // SAFETY: the changes were made in the scratch context, not reset since; the state is live.
+        let fits = unsafe {
+            commit_fits(&self.input_layout, &self.input, &dwords)
+                && (user_group_in(&self.output_layout, &dout) || commit_fits(&self.output_layout, &self.output, &dout))
+        };
+        if !fits {
+            return Err(crate::value::BagOverflow.at(span));
+        }
         // The output change stays in this scratch context (the next call runs in the other one)
         // unless it refers to a state collection the commit is about to change: then it is
         // marshalled now.
@@ -853,6 +862,59 @@ fn as_words_mut(ws: &mut [u64]) -> &mut [Word] {
     unsafe { std::slice::from_raw_parts_mut(ws.as_mut_ptr() as *mut Word, ws.len()) }
 }
 
+/// Would `commit` keep every bag multiplicity in Int's range?
+///
+/// # Safety
+/// As [`commit`]: live change words for layout `l`, and `slot` live words of the state.
+unsafe fn commit_fits(l: &Layout, slot: &[Word], change: &[Word]) -> bool {
+    fn go(l: &Layout, slot: &[Word], si: &mut usize, change: &[Word], ci: &mut usize) -> bool {
+        if let Layout::Tuple(ts) = l {
+            return ts.iter().all(|t| go(t, slot, si, change, ci));
+        }
+        let n = l.words();
+        let (kind, payload) = (change[*ci].as_i64(), change[*ci + 1]);
+        *ci += 2;
+        let target = &slot[*si..*si + n];
+        *si += n;
+        if kind == 0 {
+            return true;
+        }
+        // SAFETY: a group change made for layout `l` (the caller's contract).
+        unsafe {
+            let p = payload.as_ptr::<u64>();
+            let d: Vec<Word> = (0..n).map(|j| Word(*p.add(1 + j))).collect();
+            group_fits(l, Word(*p), target, &d)
+        }
+    }
+    /// Would `slot ·g d` keep every bag multiplicity in range?
+    unsafe fn group_fits(l: &Layout, g: Word, slot: &[Word], d: &[Word]) -> bool {
+        let gp = g.as_ptr::<u64>();
+        match (*gp, l) {
+            (2, Layout::Bag(_)) => (*slot[0].as_ptr::<NBag>()).can_add(native::bag_ref(d[0])),
+            (3, Layout::Map(_, vl)) => {
+                let inner = Word(*gp.add(1));
+                let (dst, src) = (&*slot[0].as_ptr::<NMap>(), native::map_ref(d[0]));
+                src.sorted_entries().into_iter().all(|(k, v)| match dst.get(k) {
+                    Some(cur) => {
+                        let cur: Vec<Word> = cur.iter().map(|w| Word(*w)).collect();
+                        let dv: Vec<Word> = v.iter().map(|w| Word(*w)).collect();
+                        group_fits(vl, inner, &cur, &dv)
+                    }
+                    None => true,
+                })
+            }
+            (4, Layout::Tuple(ts)) if ts.len() == 2 => {
+                let n1 = ts[0].words();
+                group_fits(&ts[0], Word(*gp.add(1)), &slot[..n1], &d[..n1])
+                    && group_fits(&ts[1], Word(*gp.add(2)), &slot[n1..], &d[n1..])
+            }
+            _ => true,
+        }
+    }
+    let (mut si, mut ci) = (0, 0);
+    go(l, slot, &mut si, change, &mut ci)
+}
+
 /// `slot := slot ·g d` in place (builtin groups), or by a copy of the result.
 ///
 /// # Safety
@@ -865,7 +927,7 @@ unsafe fn group_apply(state: &mut CallCtx, l: &Layout, g: Word, slot: &mut [Word
         (2, Layout::Bag(_)) => {
             let dst = &mut *slot[0].as_ptr::<NBag>();
             let src = native::bag_ref(d[0]);
-            // Same key width by typing: cannot fail.
+            // Same key width by typing, multiplicities checked by `commit_fits`: cannot fail.
             let _ = dst.add_scaled(src, 1);
         }
         (3, Layout::Map(_, vl)) => {

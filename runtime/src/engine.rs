@@ -388,7 +388,8 @@ pub unsafe fn to_value(l: &Layout, words: &mut dyn Iterator<Item = Word>) -> Val
             let mut out = Bag::default();
             for (k, m) in bag.sorted_entries() {
                 if let Some(key) = to_value(e, &mut k.iter().map(|w| Word(*w))).to_key() {
-                    out.insert(key, m);
+                    // Distinct keys with nonzero multiplicities: nothing to add up.
+                    out.entries.insert(key, m);
                 }
             }
             Value::Bag(Rc::new(out))

@@ -414,7 +414,8 @@ impl DataParser<'_> {
                     loop {
                         let k = self.value(e)?.to_key()?;
                         let n = if self.eat(b"#") { self.int()? } else { 1 };
-                        b.insert(k, n);
+                        // An overflow: the front end's reader reports it, located.
+                        b.insert(k, n).ok()?;
                         if self.eat(b"}") {
                             break;
                         }

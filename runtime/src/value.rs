@@ -36,15 +36,26 @@ pub struct Bag {
 }
 
 impl Bag {
-    pub fn insert(&mut self, k: Key, n: i64) {
+    /// Adds `n` to `k`'s multiplicity (a key reaching zero is dropped); a sum out of Int's range
+    /// is an overflow and leaves the bag as it was.
+    pub fn insert(&mut self, k: Key, n: i64) -> Result<(), BagOverflow> {
         if n == 0 {
-            return;
+            return Ok(());
         }
-        let e = self.entries.entry(k.clone()).or_insert(0);
-        *e = e.wrapping_add(n);
-        if *e == 0 {
-            self.entries.remove(&k);
+        match self.entries.entry(k) {
+            std::collections::hash_map::Entry::Occupied(mut e) => {
+                let sum = e.get().checked_add(n).ok_or(BagOverflow)?;
+                if sum == 0 {
+                    e.remove();
+                } else {
+                    *e.get_mut() = sum;
+                }
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(n);
+            }
         }
+        Ok(())
     }
     /// Entries sorted by element: the deterministic order folds and printing use.
     pub fn sorted(&self) -> Vec<(&Key, i64)> {
@@ -52,22 +63,37 @@ impl Bag {
         v.sort_by(|a, b| a.0.cmp(b.0));
         v
     }
-    pub fn merge(&self, other: &Bag) -> Bag {
+    /// The sum of two bags (the bag group's operation).
+    pub fn merge(&self, other: &Bag) -> Result<Bag, BagOverflow> {
         let mut out = self.clone();
         for (k, n) in &other.entries {
-            out.insert(k.clone(), *n);
+            out.insert(k.clone(), *n)?;
         }
-        out
+        Ok(out)
     }
-    pub fn negate(&self) -> Bag {
-        Bag { entries: self.entries.iter().map(|(k, n)| (k.clone(), n.wrapping_neg())).collect() }
+    /// Every multiplicity negated (the bag group's inverse).
+    pub fn negate(&self) -> Result<Bag, BagOverflow> {
+        self.scale(-1)
     }
-    pub fn scale(&self, m: i64) -> Bag {
+    /// Every multiplicity times `m`.
+    pub fn scale(&self, m: i64) -> Result<Bag, BagOverflow> {
         let mut out = Bag::default();
         for (k, n) in &self.entries {
-            out.insert(k.clone(), n.wrapping_mul(m));
+            out.insert(k.clone(), n.checked_mul(m).ok_or(BagOverflow)?)?;
         }
-        out
+        Ok(out)
+    }
+}
+
+/// A bag multiplicity left Int's range: an error in both engines (docs/language.md §8), never a
+/// wrap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BagOverflow;
+
+impl BagOverflow {
+    /// The located error.
+    pub fn at(self, span: frontend::Span) -> frontend::Diagnostic {
+        frontend::Diagnostic::error(span, anf::ir::BAG_OVERFLOW_MESSAGE)
     }
 }
 
@@ -496,10 +522,10 @@ mod tests {
         assert_eq!(Value::Real(1e-7).to_string(), "1e-7");
         assert_eq!(Value::Real(0.1).to_string(), "0.1");
         let mut b = Bag::default();
-        b.insert(Key::Int(5), -1);
-        b.insert(Key::Int(1), 2);
-        b.insert(Key::Int(3), 1);
-        b.insert(Key::Int(3), -1);
+        b.insert(Key::Int(5), -1).unwrap();
+        b.insert(Key::Int(1), 2).unwrap();
+        b.insert(Key::Int(3), 1).unwrap();
+        b.insert(Key::Int(3), -1).unwrap();
         assert_eq!(Value::Bag(Rc::new(b)).to_string(), "bag{1 # 2, 5 # -1}");
         let c = Value::Change(Rc::new(Change::GChange(Rc::new(Group::Int), Value::Int(4))));
         assert_eq!(c.to_string(), "gchange 4");

@@ -328,11 +328,14 @@ pub enum TrapCode {
     /// plus `path << 48` (`path`: the tuple components, 1-based base-128 digits, outermost
     /// lowest; 0 at top level), the cotangent's length.
     CotangentLength = 16,
+    /// A bag multiplicity left Int's range (raised by the runtime's bag operations, which get
+    /// the site as an argument).
+    BagOverflow = 17,
 }
 
 impl TrapCode {
     /// Every trap code, in numeric order.
-    pub const ALL: [TrapCode; 16] = [
+    pub const ALL: [TrapCode; 17] = [
         TrapCode::IndexOutOfBounds,
         TrapCode::DivisionByZero,
         TrapCode::NegativeLength,
@@ -349,6 +352,7 @@ impl TrapCode {
         TrapCode::NeedsBase,
         TrapCode::ToIntRange,
         TrapCode::CotangentLength,
+        TrapCode::BagOverflow,
     ];
     /// The name used in the text format.
     pub fn name(self) -> &'static str {
@@ -369,6 +373,7 @@ impl TrapCode {
             TrapCode::NeedsBase => "needs_base",
             TrapCode::ToIntRange => "to_int_range",
             TrapCode::CotangentLength => "cotangent_length",
+            TrapCode::BagOverflow => "bag_overflow",
         }
     }
     /// The numeric code passed to `nabla_trap`.
@@ -418,6 +423,7 @@ impl TrapCode {
                      cotangent has length {b}"
                 )
             }
+            TrapCode::BagOverflow => BAG_OVERFLOW_MESSAGE.to_string(),
         }
     }
 }
@@ -428,6 +434,8 @@ pub const NEEDS_BASE_MESSAGE: &str =
 
 /// Where [`TrapCode::CotangentLength`]'s payload keeps the component path.
 pub const COTANGENT_PATH_SHIFT: i64 = 48;
+/// The message of [`TrapCode::BagOverflow`] (the interpreter's bags say the same).
+pub const BAG_OVERFLOW_MESSAGE: &str = "bag multiplicity overflow";
 
 /// The site of a failure that has none (the runtime reports it without a source location).
 pub const NO_SITE: i64 = -1;

@@ -32,7 +32,8 @@ impl std::error::Error for ParseError {}
 /// Parses a module from its text format.
 pub fn parse(text: &str) -> Result<Module, ParseError> {
     let toks = lex(text)?;
-    let mut p = Parser { toks, pos: 0, module: Module::new(), funcs: FxHashMap::default() };
+    let slots = MIN_SLOTS.max(SLOTS_PER_BYTE.saturating_mul(text.len()));
+    let mut p = Parser { toks, pos: 0, module: Module::new(), funcs: FxHashMap::default(), slots };
     p.declare_functions()?;
     p.module_items()?;
     Ok(p.module)
@@ -145,7 +146,16 @@ struct Parser {
     pos: usize,
     module: Module,
     funcs: FxHashMap<String, FuncId>,
+    /// Value and block slots the module may still make. Numbers need not be dense (holes are
+    /// unused slots), so `v4000000000` alone would allocate gigabytes: the slots a text may ask
+    /// for are bounded by its length (and a floor that covers any module the compiler prints).
+    slots: usize,
 }
+
+/// Value and block slots any text may make, at least.
+const MIN_SLOTS: usize = 1 << 22;
+/// ... and per byte of text.
+const SLOTS_PER_BYTE: usize = 64;
 
 /// Per-function state: which numbered values and blocks the text defined.
 struct FuncState {
@@ -486,34 +496,49 @@ impl Parser {
         w.strip_prefix('v').is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
     }
 
+    /// Takes `n` slots from the budget, or fails naming the number that asked for them.
+    fn take_slots(&mut self, n: usize, what: std::fmt::Arguments) -> PResult<()> {
+        if n > self.slots {
+            return self.err(format!("{what} is numbered too high for a text of this size"));
+        }
+        self.slots -= n;
+        Ok(())
+    }
+
     /// Makes sure the arena has value `v` (holes are `Unused`).
-    fn ensure_value(st: &mut FuncState, v: Value) {
+    fn ensure_value(&mut self, st: &mut FuncState, v: Value) -> PResult<()> {
+        let grow = (v.index() + 1).saturating_sub(st.func.values.len());
+        self.take_slots(grow, format_args!("value `{v}`"))?;
         while st.func.values.len() <= v.index() {
             st.func.values.push(ValueData { ty: Type::I64, def: ValueDef::Unused });
             st.value_defined.push(false);
         }
+        Ok(())
     }
 
     /// Makes sure the arena has block `b` (holes stay out of the layout).
-    fn ensure_block(st: &mut FuncState, b: Block) {
+    fn ensure_block(&mut self, st: &mut FuncState, b: Block) -> PResult<()> {
+        let grow = (b.index() + 1).saturating_sub(st.func.blocks.len());
+        self.take_slots(grow, format_args!("block `{b}`"))?;
         while st.func.blocks.len() <= b.index() {
             st.func.blocks.push(BlockData::default());
             st.block_defined.push(false);
         }
+        Ok(())
     }
 
     /// A value operand.
     fn use_value(&mut self, st: &mut FuncState) -> PResult<Value> {
         let (line, col) = (self.toks[self.pos].line, self.toks[self.pos].col);
         let v = self.value_number()?;
-        Self::ensure_value(st, v);
+        self.ensure_value(st, v)?;
         st.value_used_at.entry(v).or_insert((line, col));
         Ok(v)
     }
 
     /// Defines value `v` with its type and definition.
     fn define_value(&mut self, st: &mut FuncState, v: Value, ty: Type, def: ValueDef) -> PResult<()> {
-        Self::ensure_value(st, v);
+        self.ensure_value(st, v)?;
         if st.value_defined[v.index()] {
             return self.err(format!("value `{v}` is defined twice"));
         }
@@ -537,7 +562,7 @@ impl Parser {
     /// `bN:` or `bN(vA: t, ...):` followed by instructions up to the next block or `}`.
     fn block(&mut self, st: &mut FuncState) -> PResult<()> {
         let b = self.block_number()?;
-        Self::ensure_block(st, b);
+        self.ensure_block(st, b)?;
         if st.block_defined[b.index()] {
             self.pos -= 1;
             return self.err(format!("block `{b}` is defined twice"));
@@ -627,7 +652,7 @@ impl Parser {
     fn block_call(&mut self, st: &mut FuncState) -> PResult<BlockCall> {
         let (line, col) = (self.toks[self.pos].line, self.toks[self.pos].col);
         let block = self.block_number()?;
-        Self::ensure_block(st, block);
+        self.ensure_block(st, block)?;
         st.block_used_at.entry(block).or_insert((line, col));
         let args = if *self.peek() == Tok::Punct('(') { self.arg_list(st)? } else { Vec::new() };
         Ok(BlockCall { block, args })

@@ -68,16 +68,23 @@ pub const SUPPORT: &[SupportDecl] = &[
     // `f64 -> i64` truncating, for a value already checked to be in range (`toInt`).
     decl("nabla_to_int", &[F], &[I], false),
     // Bags: `(key_words) -> bag`; insert adds a signed multiplicity in place (fresh bags only).
+    // Every function that adds or scales multiplicities takes a site last and fails with
+    // `bag_overflow` there when a multiplicity leaves Int's range.
     decl("nabla_bag_new", &[I], &[P], true),
-    decl("nabla_bag_insert", &[P, P, I], &[], true),
-    decl("nabla_bag_merge", &[P, P], &[P], true),
-    decl("nabla_bag_negate", &[P], &[P], true),
+    decl("nabla_bag_insert", &[P, P, I, I], &[], true),
+    // `(bag, key, n, m, site)`: insert with multiplicity `n·m` (bag fusion's scaled insert).
+    decl("nabla_bag_insert_scaled", &[P, P, I, I, I], &[], true),
+    // `(a, b, site) -> a·b`, failing with `bag_overflow` at `site` (bag fusion's product of two
+    // scales).
+    decl("nabla_mul_checked", &[I, I, I], &[I], true),
+    decl("nabla_bag_merge", &[P, P, I], &[P], true),
+    decl("nabla_bag_negate", &[P, I], &[P], true),
     // In place: `dst` (a bag no one else holds) gains every entry of `src`.
-    decl("nabla_bag_add_into", &[P, P], &[], true),
+    decl("nabla_bag_add_into", &[P, P, I], &[], true),
     // In place: `dst` gains every entry of `src` times the `i64` (a bag fold's step).
-    decl("nabla_bag_add_scaled", &[P, P, I], &[], true),
-    // A new bag, every multiplicity times the `i64` (wrapping, zeros dropped).
-    decl("nabla_bag_scale", &[P, I], &[P], true),
+    decl("nabla_bag_add_scaled", &[P, P, I, I], &[], true),
+    // A new bag, every multiplicity times the `i64` (zeros dropped).
+    decl("nabla_bag_scale", &[P, I, I], &[P], true),
     decl("nabla_bag_eq", &[P, P], &[B], false),
     decl("nabla_bag_clone", &[P], &[P], true),
     decl("nabla_bag_count", &[P, P], &[I], false),

@@ -623,3 +623,21 @@ fn mutated_text_never_panics_and_what_verifies_round_trips() {
     // The edits must exercise both the parser's and the verifier's error paths.
     assert!(parsed > 100 && verified > 30 && verified < parsed, "parsed {parsed}, verified {verified}");
 }
+
+/// Found by fuzzing (`ir` target): value and block numbers need not be dense, and one huge
+/// number used to allocate its whole arena (gigabytes). A text may ask for slots in proportion
+/// to its length; past that, a located error.
+#[test]
+fn huge_value_and_block_numbers_are_errors_not_allocations() {
+    for text in [
+        "fn @main() -> i64 {\nb0:\n    v4000000000 = iconst 1\n    return v4000000000\n}\n",
+        "fn @main() -> i64 {\nb4000000000:\n    v0 = iconst 1\n    return v0\n}\n",
+        "fn @main() -> i64 {\nb0:\n    v0 = iconst 1\n    jump b4294967295\n}\n",
+    ] {
+        let e = parse(text).unwrap_err();
+        assert!(e.message.contains("numbered too high"), "{e:?}");
+    }
+    // Holes below the budget are still accepted.
+    let m = parse("fn @main() -> i64 {\nb0:\n    v1000 = iconst 1\n    return v1000\n}\n").unwrap();
+    crate::ir::verify(&m).unwrap();
+}

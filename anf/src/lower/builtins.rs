@@ -139,11 +139,11 @@ impl Lowerer<'_> {
                 let bag = self.ext1("nabla_bag_new", vec![width])?;
                 let key = self.boxed_or_scratch(&args[0], kw)?;
                 let one = self.b().iconst(1);
-                self.ext("nabla_bag_insert", vec![bag, key, one])?;
+                self.bag_ext("nabla_bag_insert", vec![bag, key, one], site)?;
                 LVal::Word(bag)
             }
-            B::Merge => LVal::Word(self.ext1("nabla_bag_merge", vec![w(0)?, w(1)?])?),
-            B::Negate => LVal::Word(self.ext1("nabla_bag_negate", vec![w(0)?])?),
+            B::Merge => LVal::Word(self.bag_ext1("nabla_bag_merge", vec![w(0)?, w(1)?], site)?),
+            B::Negate => LVal::Word(self.bag_ext1("nabla_bag_negate", vec![w(0)?], site)?),
             B::FoldBag => self.fold_bag(&arg_type(ty, 2)?, &result, w(0)?, args[1].clone(), w(2)?, site)?,
             B::MapBag => self.map_bag(&arg_type(ty, 1)?, &result, args[0].clone(), w(1)?, site)?,
             B::FilterBag => self.filter_bag(&arg_type(ty, 1)?, args[0].clone(), w(1)?, site)?,
@@ -560,7 +560,7 @@ impl Lowerer<'_> {
             // The bag group's scale-then-add, in one step.
             self.bag_loop(&kt, bag, vec![], &mut |l, _, key, m, _| {
                 let y = l.apply(f.clone(), vec![(key, site)])?.word()?;
-                l.ext("nabla_bag_add_scaled", vec![zero[0], y, m])?;
+                l.bag_ext("nabla_bag_add_scaled", vec![zero[0], y, m], site)?;
                 Ok(vec![])
             })?;
             return Ok(LVal::Word(zero[0]));
@@ -587,7 +587,7 @@ impl Lowerer<'_> {
         self.bag_loop(&kt, bag, vec![], &mut |l, _, key, m, _| {
             let y = l.apply(f.clone(), vec![(key, site)])?;
             l.store_value(&y, scratch, 0)?;
-            l.ext("nabla_bag_insert", vec![out, scratch, m])?;
+            l.bag_ext("nabla_bag_insert", vec![out, scratch, m], site)?;
             Ok(vec![])
         })?;
         Ok(LVal::Word(out))
@@ -604,7 +604,7 @@ impl Lowerer<'_> {
                 keep,
                 &[],
                 &mut |l| {
-                    l.ext("nabla_bag_insert", vec![out, rec, m])?;
+                    l.bag_ext("nabla_bag_insert", vec![out, rec, m], site)?;
                     Ok(vec![])
                 },
                 &mut |_| Ok(vec![]),
@@ -622,7 +622,7 @@ impl Lowerer<'_> {
         self.bag_loop(&kt, bag, vec![], &mut |l, _, key, m, _| {
             // The bag group's scale-then-add, in one step.
             let y = l.apply(f.clone(), vec![(key, site)])?.word()?;
-            l.ext("nabla_bag_add_scaled", vec![out, y, m])?;
+            l.bag_ext("nabla_bag_add_scaled", vec![out, y, m], site)?;
             Ok(vec![])
         })?;
         Ok(LVal::Word(out))

@@ -426,7 +426,7 @@ impl Lowerer<'_> {
                     &words,
                     &mut |l| {
                         let (a, c) = (l.replaced(dx, &bt)?, l.replaced(dy, &bt)?);
-                        let m = l.ext1("nabla_bag_merge", vec![a.word()?, c.word()?])?;
+                        let m = l.bag_ext1("nabla_bag_merge", vec![a.word()?, c.word()?], site)?;
                         let r = l.mk_replace(&LVal::Word(m))?;
                         l.materialize(&r)
                     },
@@ -436,7 +436,7 @@ impl Lowerer<'_> {
                         let a = l.group_delta(x, dx, g, in_x, &bt, site)?;
                         let in_y = l.is_gchange_of_kind(dy, GroupKind::Bag)?;
                         let c = l.group_delta(y, dy, g, in_y, &bt, site)?;
-                        let m = l.ext1("nabla_bag_merge", vec![a.word()?, c.word()?])?;
+                        let m = l.bag_ext1("nabla_bag_merge", vec![a.word()?, c.word()?], site)?;
                         let r = l.mk_gchange(g, &LVal::Word(m))?;
                         l.materialize(&r)
                     },
@@ -453,7 +453,7 @@ impl Lowerer<'_> {
                     &flat(&res),
                     &mut |l| {
                         let a = l.replaced(dx, &bt)?;
-                        let m = l.ext1("nabla_bag_negate", vec![a.word()?])?;
+                        let m = l.bag_ext1("nabla_bag_negate", vec![a.word()?], site)?;
                         let r = l.mk_replace(&LVal::Word(m))?;
                         l.materialize(&r)
                     },
@@ -461,7 +461,7 @@ impl Lowerer<'_> {
                         let g = l.group_record(GroupKind::Bag, &[]);
                         let in_x = l.is_gchange_of_kind(dx, GroupKind::Bag)?;
                         let a = l.group_delta(x, dx, g, in_x, &bt, site)?;
-                        let m = l.ext1("nabla_bag_negate", vec![a.word()?])?;
+                        let m = l.bag_ext1("nabla_bag_negate", vec![a.word()?], site)?;
                         let r = l.mk_gchange(g, &LVal::Word(m))?;
                         l.materialize(&r)
                     },
@@ -573,10 +573,10 @@ impl Lowerer<'_> {
                 self.branch(same, &[], &mut |_| Ok(vec![]), &mut |l| {
                     let k1 = l.key_record(&x1, kw)?;
                     let one = l.b().iconst(1);
-                    l.ext("nabla_bag_insert", vec![bag, k1, one])?;
+                    l.bag_ext("nabla_bag_insert", vec![bag, k1, one], site)?;
                     let k0 = l.key_record(x, kw)?;
                     let minus = l.b().iconst(-1);
-                    l.ext("nabla_bag_insert", vec![bag, k0, minus])?;
+                    l.bag_ext("nabla_bag_insert", vec![bag, k0, minus], site)?;
                     Ok(vec![])
                 })?;
                 let g = self.group_record(GroupKind::Bag, &[]);

@@ -119,7 +119,7 @@ impl Lowerer<'_> {
                     let v = self.expr(x)?;
                     self.store_value(&v, scratch, 0)?;
                     let m = self.b().iconst(*n);
-                    self.ext("nabla_bag_insert", vec![bag, scratch, m])?;
+                    self.bag_ext("nabla_bag_insert", vec![bag, scratch, m], Site::Span(e.span))?;
                 }
                 Ok(LVal::Word(bag))
             }

@@ -445,14 +445,14 @@ impl Lowerer<'_> {
                     let w = self.b().iconst(kw as i64);
                     self.ext1("nabla_bag_new", vec![w])?
                 }
-                Helper::Op => self.ext1("nabla_bag_merge", vec![a()?.word()?, b()?.word()?])?,
+                Helper::Op => self.bag_ext1("nabla_bag_merge", vec![a()?.word()?, b()?.word()?], x.site)?,
                 Helper::OpInto => {
                     let acc = a()?.word()?;
-                    self.ext("nabla_bag_add_into", vec![acc, b()?.word()?])?;
+                    self.bag_ext("nabla_bag_add_into", vec![acc, b()?.word()?], x.site)?;
                     acc
                 }
-                Helper::Inv => self.ext1("nabla_bag_negate", vec![a()?.word()?])?,
-                Helper::Scale => self.ext1("nabla_bag_scale", vec![a()?.word()?, m()?])?,
+                Helper::Inv => self.bag_ext1("nabla_bag_negate", vec![a()?.word()?], x.site)?,
+                Helper::Scale => self.bag_ext1("nabla_bag_scale", vec![a()?.word()?, m()?], x.site)?,
                 Helper::Eq | Helper::Fresh => return Err(LowerError::internal("not a group helper")),
             }],
             GroupKind::Map => {

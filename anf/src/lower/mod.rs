@@ -406,6 +406,21 @@ impl<'p> Lowerer<'p> {
         Ok(self.b().call_ext(e, &sig, args))
     }
 
+    /// Calls a bag support function that adds or scales multiplicities: `site` goes last, where
+    /// it fails with `bag_overflow`.
+    pub(crate) fn bag_ext(&mut self, name: &str, mut args: Vec<Value>, site: Site) -> R<Vec<Value>> {
+        let s = self.site_value(site);
+        args.push(s);
+        self.ext(name, args)
+    }
+
+    /// [`Lowerer::bag_ext`] of a function that returns one word.
+    pub(crate) fn bag_ext1(&mut self, name: &str, mut args: Vec<Value>, site: Site) -> R<Value> {
+        let s = self.site_value(site);
+        args.push(s);
+        self.ext1(name, args)
+    }
+
     /// Calls a support function that returns one word.
     pub(crate) fn ext1(&mut self, name: &str, args: Vec<Value>) -> R<Value> {
         self.ext(name, args)?.first().copied().ok_or_else(|| LowerError::internal(format!("`{name}` returns nothing")))

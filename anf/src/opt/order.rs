@@ -16,7 +16,10 @@
 //! - records the loop writes are read only by support calls in the same block after every slot
 //!   was written there (scratch keys), never by loads.
 //!
-//! Then every iteration order gives the same carried values, bags and result.
+//! Then every iteration order gives the same carried values, bags and result. (Bag additions
+//! check their multiplicities: an intermediate sum that leaves Int's range and comes back may
+//! overflow in one order and not another; a final multiplicity out of range does in every order,
+//! with the same message and site — docs/language.md §8.)
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -28,6 +31,8 @@ use crate::ir::{BinaryOp, Block, Cmp, ExtFuncId, Function, Inst, Module, Op, Val
 const BAG_EFFECTS: &[&str] = &[
     "nabla_bag_new",
     "nabla_bag_insert",
+    "nabla_bag_insert_scaled",
+    "nabla_mul_checked",
     "nabla_bag_add_scaled",
     "nabla_bag_add_into",
     "nabla_bag_entries",
@@ -216,7 +221,7 @@ impl Loop {
                         written.insert(*p);
                     }
                     Op::CallExt(e, args) => match name(*e) {
-                        "nabla_bag_insert" => {
+                        "nabla_bag_insert" | "nabla_bag_insert_scaled" => {
                             changed.insert(args[0]);
                         }
                         "nabla_bag_add_scaled" | "nabla_bag_add_into" => {

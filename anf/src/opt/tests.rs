@@ -165,7 +165,7 @@ b2:
 fn a_slot_stored_twice_is_not_forwarded() {
     let text = "\
 extern fallible $nabla_bag_new(i64) -> ptr
-extern fallible $nabla_bag_insert(ptr, ptr, i64) -> ()
+extern fallible $nabla_bag_insert(ptr, ptr, i64, i64) -> ()
 
 fn @main() -> i64 {
 b0:
@@ -174,10 +174,10 @@ b0:
     v2 = alloc 8
     v3 = iconst 5
     store v3, v2+0
-    call $nabla_bag_insert(v1, v2, v0)
+    call $nabla_bag_insert(v1, v2, v0, v0)
     v4 = iconst 6
     store v4, v2+0
-    call $nabla_bag_insert(v1, v2, v0)
+    call $nabla_bag_insert(v1, v2, v0, v0)
     v5 = load.i64 v2+0
     return v5
 }
@@ -329,9 +329,9 @@ fn every_function_is_renumbered_densely() {
 /// `flatMapBag (fun x -> bag{x # x, x + 1 # x + 1}) b` after inlining: the per-element bag is never made.
 const FLAT_MAP: &str = "\
 extern fallible $nabla_bag_new(i64) -> ptr
-extern fallible $nabla_bag_insert(ptr, ptr, i64) -> ()
+extern fallible $nabla_bag_insert(ptr, ptr, i64, i64) -> ()
 extern fallible $nabla_bag_entries(ptr) -> ptr
-extern fallible $nabla_bag_add_scaled(ptr, ptr, i64) -> ()
+extern fallible $nabla_bag_add_scaled(ptr, ptr, i64, i64) -> ()
 
 fn @main(ptr) -> ptr {
 b0(v0: ptr):
@@ -349,7 +349,7 @@ b2:
     v9 = load.i64 v8+0
     v10 = load.i64 v8+8
     v11 = call @f(v9)
-    call $nabla_bag_add_scaled(v2, v11, v10)
+    call $nabla_bag_add_scaled(v2, v11, v10, v5)
     v12 = iconst 1
     v13 = iadd v6, v12
     jump b1(v13)
@@ -363,10 +363,10 @@ b0(v0: i64):
     v2 = call $nabla_bag_new(v1)
     v3 = alloc 8
     store v0, v3+0
-    call $nabla_bag_insert(v2, v3, v0)
+    call $nabla_bag_insert(v2, v3, v0, v1)
     v4 = iadd v0, v1
     store v4, v3+0
-    call $nabla_bag_insert(v2, v3, v4)
+    call $nabla_bag_insert(v2, v3, v4, v1)
     return v2
 }
 ";
@@ -376,9 +376,12 @@ fn fresh_bags_added_once_are_fused_into_their_destination() {
     let out = opt(FLAT_MAP);
     assert_eq!(count(&out, "main", "bag_new"), 1, "{out}");
     assert_eq!(count(&out, "main", "add_scaled"), 0, "{out}");
-    assert_eq!(count(&out, "main", "bag_insert(v"), 2, "{out}");
-    // Each insert is scaled by the element's multiplicity.
-    assert_eq!(count(&out, "main", "imul"), 2, "{out}");
+    assert_eq!(count(&out, "main", "bag_insert(v"), 0, "{out}");
+    // Each insert is scaled by the element's multiplicity (the product checked for overflow) and
+    // reports an overflow at the addition's site.
+    assert_eq!(count(&out, "main", "bag_insert_scaled(v"), 2, "{out}");
+    assert_eq!(count(&out, "main", "imul"), 0, "{out}");
+    assert!(out.contains("extern fallible $nabla_bag_insert_scaled(ptr, ptr, i64, i64, i64) -> ()"), "{out}");
 }
 
 /// The destination is read between the inner bag's creation and its addition: no fusion.
@@ -389,7 +392,7 @@ fn fusion_keeps_bags_whose_destination_is_read_meanwhile() {
             "    v11 = call @f(v9)\n",
             "    v11 = call @f(v9)\n    v14 = call $nabla_bag_len(v2)\n    v15 = iadd v10, v14\n",
         )
-        .replace("add_scaled(v2, v11, v10)", "add_scaled(v2, v11, v15)")
+        .replace("add_scaled(v2, v11, v10, v5)", "add_scaled(v2, v11, v15, v5)")
         .replace(
             "extern fallible $nabla_bag_add_scaled",
             "extern $nabla_bag_len(ptr) -> i64\nextern fallible $nabla_bag_add_scaled",
@@ -403,8 +406,8 @@ fn fusion_keeps_bags_whose_destination_is_read_meanwhile() {
 fn fusion_needs_every_path_to_reach_the_addition() {
     let text = "\
 extern fallible $nabla_bag_new(i64) -> ptr
-extern fallible $nabla_bag_insert(ptr, ptr, i64) -> ()
-extern fallible $nabla_bag_add_into(ptr, ptr) -> ()
+extern fallible $nabla_bag_insert(ptr, ptr, i64, i64) -> ()
+extern fallible $nabla_bag_add_into(ptr, ptr, i64) -> ()
 
 fn @main(ptr, bool, i64) -> ptr {
 b0(v0: ptr, v1: bool, v2: i64):
@@ -412,10 +415,10 @@ b0(v0: ptr, v1: bool, v2: i64):
     v4 = call $nabla_bag_new(v3)
     v5 = alloc 8
     store v2, v5+0
-    call $nabla_bag_insert(v4, v5, v3)
+    call $nabla_bag_insert(v4, v5, v3, v3)
     brif v1, b1, b2
 b1:
-    call $nabla_bag_add_into(v0, v4)
+    call $nabla_bag_add_into(v0, v4, v3)
     jump b2
 b2:
     return v0
@@ -488,7 +491,7 @@ fn map_loop(read_dest: bool) -> String {
     format!(
         "\
 extern fallible $nabla_bag_new(i64) -> ptr
-extern fallible $nabla_bag_insert(ptr, ptr, i64) -> ()
+extern fallible $nabla_bag_insert(ptr, ptr, i64, i64) -> ()
 extern fallible $nabla_bag_entries(ptr) -> ptr
 extern $nabla_bag_len(ptr) -> i64
 
@@ -509,7 +512,7 @@ b2:
     v7 = load.i64 v21+0
     v8 = load.i64 v21+8
 {read}    store v31, v22+0
-    call $nabla_bag_insert(v9, v22, v8)
+    call $nabla_bag_insert(v9, v22, v8, v1)
     v11 = iconst 1
     v12 = iadd v5, v11
     jump b1(v12)

@@ -239,11 +239,11 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
         }
         B::Singleton => {
             let mut out = Bag::default();
-            out.insert(key(&args[0], span)?, 1);
+            out.insert(key(&args[0], span)?, 1).map_err(|o| o.at(span))?;
             Value::bag(out)
         }
-        B::Merge => Value::bag(bag(&args[0], span)?.merge(&*bag(&args[1], span)?)),
-        B::Negate => Value::bag(bag(&args[0], span)?.negate()),
+        B::Merge => Value::bag(bag(&args[0], span)?.merge(&*bag(&args[1], span)?).map_err(|o| o.at(span))?),
+        B::Negate => Value::bag(bag(&args[0], span)?.negate().map_err(|o| o.at(span))?),
         B::FoldBag => {
             let g = group(&args[0], span)?;
             let b = bag(&args[2], span)?;
@@ -254,7 +254,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
             let mut out = Bag::default();
             for (k, n) in b.sorted() {
                 let y = it.apply(&args[0], k.to_value(), span)?;
-                out.insert(key(&y, span)?, n);
+                out.insert(key(&y, span)?, n).map_err(|o| o.at(span))?;
             }
             Value::bag(out)
         }
@@ -263,7 +263,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
             let mut out = Bag::default();
             for (k, n) in b.sorted() {
                 if let Value::Bool(true) = it.apply(&args[0], k.to_value(), span)? {
-                    out.insert(k.clone(), n);
+                    out.insert(k.clone(), n).map_err(|o| o.at(span))?;
                 }
             }
             Value::bag(out)

@@ -13,7 +13,7 @@ pub fn group_op(it: &mut Interp, g: &Group, a: &Value, b: &Value, span: Span) ->
     Ok(match (g, a, b) {
         (Group::Int, Value::Int(x), Value::Int(y)) => Value::Int(x.wrapping_add(*y)),
         (Group::Real, Value::Real(x), Value::Real(y)) => Value::Real(x + y),
-        (Group::Bag, Value::Bag(x), Value::Bag(y)) => Value::bag(x.merge(y)),
+        (Group::Bag, Value::Bag(x), Value::Bag(y)) => Value::bag(x.merge(y).map_err(|o| o.at(span))?),
         (Group::Map(inner), Value::Map(x), Value::Map(y)) => {
             let mut out: FxHashMap<Key, Value> = x.entries.clone();
             let zero = group_zero(it, inner, span)?;
@@ -49,7 +49,7 @@ pub fn group_op_into(it: &mut Interp, g: &Group, mut a: Value, b: &Value, span: 
         (Group::Bag, Value::Bag(x), Value::Bag(y)) => {
             let bx = Rc::make_mut(x);
             for (k, n) in y.entries.iter() {
-                bx.insert(k.clone(), *n);
+                bx.insert(k.clone(), *n).map_err(|o| o.at(span))?;
             }
             Ok(a)
         }
@@ -77,7 +77,7 @@ pub fn group_inverse(it: &mut Interp, g: &Group, a: &Value, span: Span) -> EvalR
     Ok(match (g, a) {
         (Group::Int, Value::Int(x)) => Value::Int(x.wrapping_neg()),
         (Group::Real, Value::Real(x)) => Value::Real(-x),
-        (Group::Bag, Value::Bag(x)) => Value::bag(x.negate()),
+        (Group::Bag, Value::Bag(x)) => Value::bag(x.negate().map_err(|o| o.at(span))?),
         (Group::Map(inner), Value::Map(x)) => {
             let mut out = FxHashMap::default();
             for (k, v) in x.entries.iter() {
@@ -116,7 +116,7 @@ pub fn group_scale(it: &mut Interp, g: &Group, a: &Value, m: i64, span: Span) ->
     Ok(match (g, a) {
         (Group::Int, Value::Int(x)) => Value::Int(x.wrapping_mul(m)),
         (Group::Real, Value::Real(x)) => Value::Real(x * m as f64),
-        (Group::Bag, Value::Bag(x)) => Value::bag(x.scale(m)),
+        (Group::Bag, Value::Bag(x)) => Value::bag(x.scale(m).map_err(|o| o.at(span))?),
         (Group::Map(inner), Value::Map(x)) => {
             let zero = group_zero(it, inner, span)?;
             let mut out = FxHashMap::default();

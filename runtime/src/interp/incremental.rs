@@ -211,7 +211,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
         // ILC Sec. 3.7: Derive(merge) = λu du v dv. merge du dv (bag-group changes).
         B::DMerge => {
             if let (Some(x), Some(y)) = (replaced(&args[1]), replaced(&args[3])) {
-                let m = bag(x, span)?.merge(&*bag(y, span)?);
+                let m = bag(x, span)?.merge(&*bag(y, span)?).map_err(|o| o.at(span))?;
                 return Ok(change(Change::Replace(Value::bag(m))));
             }
             let g = Rc::new(Group::Bag);
@@ -223,7 +223,7 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
         // negate is the bag group's inverse, a homomorphism: its change is the negated change.
         B::DNegate => {
             if let Some(x) = replaced(&args[1]) {
-                return Ok(change(Change::Replace(Value::bag(bag(x, span)?.negate()))));
+                return Ok(change(Change::Replace(Value::bag(bag(x, span)?.negate().map_err(|o| o.at(span))?))));
             }
             let g = Rc::new(Group::Bag);
             let dx = group_delta(it, &args[0], &args[1], &g, &params[0], span)?;
@@ -270,8 +270,8 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
             let x1 = it.oplus(&x, &args[1], &params[0], span)?;
             let mut d = Bag::default();
             if !x1.equals(&x) {
-                d.insert(key(&x1, span)?, 1);
-                d.insert(key(&x, span)?, -1);
+                d.insert(key(&x1, span)?, 1).map_err(|o| o.at(span))?;
+                d.insert(key(&x, span)?, -1).map_err(|o| o.at(span))?;
             }
             Ok(change(Change::GChange(Rc::new(Group::Bag), Value::bag(d))))
         }

@@ -213,7 +213,7 @@ impl<'p> Interp<'p> {
                 for (x, n) in xs {
                     let v = self.eval(x, env)?;
                     let k = v.to_key().ok_or_else(|| internal(x.span, "an equality-typed value", &v))?;
-                    bag.insert(k, *n);
+                    bag.insert(k, *n).map_err(|o| o.at(e.span))?;
                 }
                 Value::bag(bag)
             }

@@ -18,6 +18,8 @@ pub enum CollectionError {
     WidthMismatch { expected: usize, found: usize },
     /// A width that is negative or absurdly large.
     BadWidth(i64),
+    /// A multiplicity left Int's range (`anf::ir::TrapCode::BagOverflow`).
+    Overflow,
 }
 
 impl fmt::Display for CollectionError {
@@ -27,6 +29,7 @@ impl fmt::Display for CollectionError {
                 write!(f, "internal error: collection width {found} where {expected} was expected")
             }
             CollectionError::BadWidth(w) => write!(f, "internal error: bad collection width {w}"),
+            CollectionError::Overflow => f.write_str(anf::ir::BAG_OVERFLOW_MESSAGE),
         }
     }
 }
@@ -210,8 +213,8 @@ impl Bag {
         found.copied().unwrap_or(0)
     }
 
-    /// Adds `mult` to `key`'s multiplicity (wrapping, as Int arithmetic and the interpreter's bags
-    /// do), dropping the key when it reaches zero.
+    /// Adds `mult` to `key`'s multiplicity, dropping the key when it reaches zero; a sum out of
+    /// Int's range is [`CollectionError::Overflow`] (and leaves the bag as it was).
     pub fn insert(&mut self, key: &[u64], mult: i64) -> Result<(), CollectionError> {
         if key.len() != self.key_words {
             return Err(CollectionError::WidthMismatch { expected: self.key_words, found: key.len() });
@@ -222,11 +225,11 @@ impl Bag {
         self.entries_cache = None;
         self.unordered_cache = None;
         if self.is_short() {
-            add_count(&mut self.short, Short::of(key), mult);
+            add_count(&mut self.short, Short::of(key), mult)?;
         } else {
             match self.wide.get_mut(key) {
                 Some(m) => {
-                    *m = m.wrapping_add(mult);
+                    *m = m.checked_add(mult).ok_or(CollectionError::Overflow)?;
                     if *m == 0 {
                         self.wide.remove(key);
                     }
@@ -249,7 +252,8 @@ impl Bag {
         Ok(out)
     }
 
-    /// Adds every entry of `src` times `m` (wrapping) to this bag, in place.
+    /// Adds every entry of `src` times `m` to this bag, in place; an overflow is an error (the
+    /// bag is then partly updated: compiled code abandons the call).
     pub fn add_scaled(&mut self, src: &Bag, m: i64) -> Result<(), CollectionError> {
         if src.key_words != self.key_words {
             return Err(CollectionError::WidthMismatch { expected: self.key_words, found: src.key_words });
@@ -262,28 +266,38 @@ impl Bag {
         if self.is_short() {
             self.short.reserve(src.short.len());
             for (k, n) in &src.short {
-                add_count(&mut self.short, *k, n.wrapping_mul(m));
+                add_count(&mut self.short, *k, n.checked_mul(m).ok_or(CollectionError::Overflow)?)?;
             }
             Ok(())
         } else {
             for (k, n) in &src.wide {
-                self.insert(k, n.wrapping_mul(m))?;
+                self.insert(k, n.checked_mul(m).ok_or(CollectionError::Overflow)?)?;
             }
             Ok(())
         }
     }
 
-    /// Every multiplicity negated, wrapping (the bag group's inverse).
-    pub fn negate(&self) -> Result<Bag, CollectionError> {
-        Ok(self.scale(-1))
+    /// Would adding every entry of `src` (same width) leave each multiplicity in Int's range?
+    pub fn can_add(&self, src: &Bag) -> bool {
+        src.entries().all(|(k, n)| self.count(k).checked_add(n).is_some())
     }
 
-    /// Every multiplicity multiplied by `m`, wrapping; entries that become zero are dropped.
-    pub fn scale(&self, m: i64) -> Bag {
+    /// Every multiplicity negated (the bag group's inverse); `-(-2^63)` is an overflow.
+    pub fn negate(&self) -> Result<Bag, CollectionError> {
+        self.scale(-1)
+    }
+
+    /// Every multiplicity multiplied by `m` (entries that become zero are dropped); a product out
+    /// of Int's range is an overflow.
+    pub fn scale(&self, m: i64) -> Result<Bag, CollectionError> {
         let mut out = Bag::new(self.key_words);
-        out.short = self.short.iter().map(|(k, n)| (*k, n.wrapping_mul(m))).filter(|(_, n)| *n != 0).collect();
-        out.wide = self.wide.iter().map(|(k, n)| (k.clone(), n.wrapping_mul(m))).filter(|(_, n)| *n != 0).collect();
-        out
+        if m == 0 {
+            return Ok(out);
+        }
+        let times = |n: &i64| n.checked_mul(m).ok_or(CollectionError::Overflow);
+        out.short = self.short.iter().map(|(k, n)| Ok((*k, times(n)?))).collect::<Result<_, _>>()?;
+        out.wide = self.wide.iter().map(|(k, n)| Ok((k.clone(), times(n)?))).collect::<Result<_, _>>()?;
+        Ok(out)
     }
 
     /// `(key, multiplicity)` pairs in no particular order.
@@ -472,14 +486,14 @@ fn sort_short_keys(es: &mut [[u64; 3]], buf: &mut Vec<[u64; 3]>) {
     }
 }
 
-/// Adds `mult` to `key`'s count, dropping it at zero.
-fn add_count(map: &mut FxHashMap<Short, i64>, key: Short, mult: i64) {
+/// Adds `mult` to `key`'s count, dropping it at zero; a sum out of Int's range is an overflow.
+fn add_count(map: &mut FxHashMap<Short, i64>, key: Short, mult: i64) -> Result<(), CollectionError> {
     if mult == 0 {
-        return;
+        return Ok(());
     }
     match map.entry(key) {
         std::collections::hash_map::Entry::Occupied(mut e) => {
-            let sum = e.get().wrapping_add(mult);
+            let sum = e.get().checked_add(mult).ok_or(CollectionError::Overflow)?;
             if sum == 0 {
                 e.remove();
             } else {
@@ -490,6 +504,7 @@ fn add_count(map: &mut FxHashMap<Short, i64>, key: Short, mult: i64) {
             e.insert(mult);
         }
     }
+    Ok(())
 }
 
 /// A finite map from keys of `key_words` words to values of `value_words` words.
@@ -663,13 +678,20 @@ mod tests {
         assert_eq!(m.negate().unwrap().count(&[2]), -4);
         assert_eq!(m.merge(&m.negate().unwrap()).unwrap(), Bag::new(1));
         assert_eq!(a.insert(&[1, 2], 1), Err(CollectionError::WidthMismatch { expected: 1, found: 2 }));
-        // Multiplicities wrap, like the interpreter's.
+        // Multiplicities are checked, like the interpreter's: an overflow is an error.
         let mut big = Bag::new(0);
-        big.insert(&[], i64::MAX).unwrap();
-        big.insert(&[], 1).unwrap();
-        assert_eq!(big.count(&[]), i64::MIN);
-        assert_eq!(big.negate().unwrap().count(&[]), i64::MIN);
-        assert_eq!(big.scale(2).len(), 0, "MIN * 2 wraps to 0 and is dropped");
+        big.insert(&[], i64::MIN).unwrap();
+        assert_eq!(big.insert(&[], -1), Err(CollectionError::Overflow));
+        assert_eq!(big.count(&[]), i64::MIN, "a failed insert leaves the bag as it was");
+        assert_eq!(big.negate(), Err(CollectionError::Overflow));
+        assert_eq!(big.scale(2), Err(CollectionError::Overflow));
+        assert_eq!(big.scale(1).unwrap().count(&[]), i64::MIN);
+        assert!(big.scale(0).unwrap().is_empty());
+        let mut wide = Bag::new(3);
+        wide.insert(&[1, 2, 3], i64::MAX).unwrap();
+        assert_eq!(wide.insert(&[1, 2, 3], 1), Err(CollectionError::Overflow));
+        assert_eq!(wide.clone().add_scaled(&wide, 2), Err(CollectionError::Overflow));
+        assert!(!wide.can_add(&wide) && wide.can_add(&wide.negate().unwrap()));
         assert_eq!(a.merge(&Bag::new(2)), Err(CollectionError::WidthMismatch { expected: 1, found: 2 }));
     }
 

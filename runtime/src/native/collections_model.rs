@@ -134,7 +134,7 @@ fn bags_agree_with_a_model_through_random_operations() {
                 }
                 8 => {
                     let f = rng.int(-2, 2);
-                    bags[i] = bags[i].scale(f);
+                    bags[i] = bags[i].scale(f).unwrap();
                     models[i] = models[i].iter().map(|(k, n)| (k.clone(), n * f)).filter(|(_, n)| *n != 0).collect();
                 }
                 _ => {

@@ -7,7 +7,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use anf::ir::TrapCode;
 use jit::CtxHeader;
 
-use super::collections::{width, Bag, Map};
+use super::collections::{width, Bag, CollectionError, Map};
 use super::{CallCtx, NativeError, STATUS_PANIC};
 
 /// Runs `f` on the context; a failure or a panic records an error and gives `fallback`.
@@ -167,46 +167,82 @@ pub unsafe extern "C" fn nabla_bag_new(ctx: *mut CtxHeader, key_words: i64) -> *
     guard(ctx, std::ptr::null_mut(), |cx| Ok(cx.fresh_bag(width(key_words)?)))
 }
 
-/// Adds `mult` copies of the key at `key` to a fresh bag, in place.
-pub unsafe extern "C" fn nabla_bag_insert(ctx: *mut CtxHeader, bag: *mut Bag, key: *const u64, mult: i64) {
+/// A collection error of a multiplicity-changing function, located: an overflow is
+/// `TrapCode::BagOverflow` at `site`.
+fn at_site(e: CollectionError, site: i64) -> NativeError {
+    match e {
+        CollectionError::Overflow => {
+            let code = TrapCode::BagOverflow;
+            NativeError::new(code.code(), code.message(0, 0)).at(site, Vec::new())
+        }
+        e => e.into(),
+    }
+}
+
+/// Adds `mult` copies of the key at `key` to a fresh bag, in place (an overflow fails at `site`).
+pub unsafe extern "C" fn nabla_bag_insert(ctx: *mut CtxHeader, bag: *mut Bag, key: *const u64, mult: i64, site: i64) {
     guard(ctx, (), |_| {
         let bag = &mut *bag;
-        Ok(bag.insert(words(key, bag.key_words()), mult)?)
+        bag.insert(words(key, bag.key_words()), mult).map_err(|e| at_site(e, site))
     })
 }
 
+/// Adds `n·m` copies of the key at `key` to a fresh bag, in place (bag fusion's scaled insert;
+/// an overflow of the product or the sum fails at `site`).
+pub unsafe extern "C" fn nabla_bag_insert_scaled(
+    ctx: *mut CtxHeader,
+    bag: *mut Bag,
+    key: *const u64,
+    n: i64,
+    m: i64,
+    site: i64,
+) {
+    guard(ctx, (), |_| {
+        let bag = &mut *bag;
+        let mult = n.checked_mul(m).ok_or_else(|| at_site(CollectionError::Overflow, site))?;
+        bag.insert(words(key, bag.key_words()), mult).map_err(|e| at_site(e, site))
+    })
+}
+
+/// `a·b`, or `TrapCode::BagOverflow` at `site` (bag fusion's product of two multiplicity
+/// factors).
+pub unsafe extern "C" fn nabla_mul_checked(ctx: *mut CtxHeader, a: i64, b: i64, site: i64) -> i64 {
+    guard(ctx, 0, |_| a.checked_mul(b).ok_or_else(|| at_site(CollectionError::Overflow, site)))
+}
+
 /// A new bag, the sum of two.
-pub unsafe extern "C" fn nabla_bag_merge(ctx: *mut CtxHeader, a: *const Bag, b: *const Bag) -> *mut Bag {
+pub unsafe extern "C" fn nabla_bag_merge(ctx: *mut CtxHeader, a: *const Bag, b: *const Bag, site: i64) -> *mut Bag {
     guard(ctx, std::ptr::null_mut(), |cx| {
-        let merged = (*a).merge(&*b)?;
+        let merged = (*a).merge(&*b).map_err(|e| at_site(e, site))?;
         Ok(cx.new_bag(merged))
     })
 }
 
 /// Adds every entry of `src` to `dst` in place (`dst` must be a bag no one else holds).
-pub unsafe extern "C" fn nabla_bag_add_into(ctx: *mut CtxHeader, dst: *mut Bag, src: *const Bag) {
-    nabla_bag_add_scaled(ctx, dst, src, 1)
+pub unsafe extern "C" fn nabla_bag_add_into(ctx: *mut CtxHeader, dst: *mut Bag, src: *const Bag, site: i64) {
+    nabla_bag_add_scaled(ctx, dst, src, 1, site)
 }
 
-/// Adds every entry of `src`, its multiplicity times `m` (wrapping), to `dst` in place: the bag
-/// group's `dst · (src scaled by m)`, a bag fold's step (`dst` must be a bag no one else holds).
-pub unsafe extern "C" fn nabla_bag_add_scaled(ctx: *mut CtxHeader, dst: *mut Bag, src: *const Bag, m: i64) {
+/// Adds every entry of `src`, its multiplicity times `m`, to `dst` in place: the bag group's
+/// `dst · (src scaled by m)`, a bag fold's step (`dst` must be a bag no one else holds).
+pub unsafe extern "C" fn nabla_bag_add_scaled(ctx: *mut CtxHeader, dst: *mut Bag, src: *const Bag, m: i64, site: i64) {
     guard(ctx, (), |_| {
         if std::ptr::eq(dst, src) {
-            let scaled = (*src).scale(m.wrapping_add(1));
+            let factor = m.checked_add(1).ok_or_else(|| at_site(CollectionError::Overflow, site))?;
+            let scaled = (*src).scale(factor).map_err(|e| at_site(e, site))?;
             *dst = scaled;
             return Ok(());
         }
-        Ok((*dst).add_scaled(&*src, m)?)
+        (*dst).add_scaled(&*src, m).map_err(|e| at_site(e, site))
     })
 }
 
-/// A new bag with every multiplicity multiplied by `m` (wrapping; zero entries dropped).
-pub unsafe extern "C" fn nabla_bag_scale(ctx: *mut CtxHeader, a: *const Bag, m: i64) -> *mut Bag {
+/// A new bag with every multiplicity multiplied by `m` (zero entries dropped).
+pub unsafe extern "C" fn nabla_bag_scale(ctx: *mut CtxHeader, a: *const Bag, m: i64, site: i64) -> *mut Bag {
     guard(ctx, std::ptr::null_mut(), |cx| {
         // Into an emptied bag of an earlier call: no new table.
         let b = cx.fresh_bag((*a).key_words());
-        (*b).add_scaled(&*a, m)?;
+        (*b).add_scaled(&*a, m).map_err(|e| at_site(e, site))?;
         Ok(b)
     })
 }
@@ -217,9 +253,9 @@ pub unsafe extern "C" fn nabla_bag_eq(_ctx: *mut CtxHeader, a: *const Bag, b: *c
 }
 
 /// A new bag with every multiplicity negated.
-pub unsafe extern "C" fn nabla_bag_negate(ctx: *mut CtxHeader, a: *const Bag) -> *mut Bag {
+pub unsafe extern "C" fn nabla_bag_negate(ctx: *mut CtxHeader, a: *const Bag, site: i64) -> *mut Bag {
     guard(ctx, std::ptr::null_mut(), |cx| {
-        let negated = (*a).negate()?;
+        let negated = (*a).negate().map_err(|e| at_site(e, site))?;
         Ok(cx.new_bag(negated))
     })
 }
@@ -384,6 +420,8 @@ pub fn address(name: &str) -> Option<*const u8> {
         "nabla_to_int" => nabla_to_int as *const u8,
         "nabla_bag_new" => nabla_bag_new as *const u8,
         "nabla_bag_insert" => nabla_bag_insert as *const u8,
+        "nabla_bag_insert_scaled" => nabla_bag_insert_scaled as *const u8,
+        "nabla_mul_checked" => nabla_mul_checked as *const u8,
         "nabla_bag_merge" => nabla_bag_merge as *const u8,
         "nabla_bag_negate" => nabla_bag_negate as *const u8,
         "nabla_bag_add_into" => nabla_bag_add_into as *const u8,

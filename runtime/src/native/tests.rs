@@ -1,6 +1,6 @@
 //! The support functions and the context driven through the JIT, as compiled programs use them.
 
-use anf::ir::{self, parse, support::SUPPORT, FuncId};
+use anf::ir::{self, parse, support::SUPPORT, FuncId, TrapCode};
 use jit::{CallError, Jit, JitConfig, Word};
 
 use super::*;
@@ -150,9 +150,9 @@ fn errors_come_back_with_their_messages() {
 /// bags built from arrays of ints.
 const BAGS: &str = "\
 extern fallible $nabla_bag_new(i64) -> ptr
-extern fallible $nabla_bag_insert(ptr, ptr, i64) -> ()
-extern fallible $nabla_bag_merge(ptr, ptr) -> ptr
-extern fallible $nabla_bag_negate(ptr) -> ptr
+extern fallible $nabla_bag_insert(ptr, ptr, i64, i64) -> ()
+extern fallible $nabla_bag_merge(ptr, ptr, i64) -> ptr
+extern fallible $nabla_bag_negate(ptr, i64) -> ptr
 extern fallible $nabla_bag_entries(ptr) -> ptr
 extern $nabla_bag_count(ptr, ptr) -> i64
 extern $nabla_bag_len(ptr) -> i64
@@ -169,7 +169,7 @@ b1(v5: i64):
     brif v6, b2, b3
 b2:
     v7 = elemaddr v0, v5, 8
-    call $nabla_bag_insert(v2, v7, v1)
+    call $nabla_bag_insert(v2, v7, v1, v1)
     v8 = iadd v5, v1
     jump b1(v8)
 b3:
@@ -202,7 +202,8 @@ fn @grand_total(ptr, ptr) -> i64 {
 b0(v0: ptr, v1: ptr):
     v2 = call @bag_of(v0)
     v3 = call @bag_of(v1)
-    v4 = call $nabla_bag_merge(v2, v3)
+    v6 = iconst -1
+    v4 = call $nabla_bag_merge(v2, v3, v6)
     v5 = call @fold_sum(v4)
     return v5
 }
@@ -210,11 +211,11 @@ b0(v0: ptr, v1: ptr):
 fn @cancel(ptr) -> (i64, i64) {
 b0(v0: ptr):
     v1 = call @bag_of(v0)
-    v2 = call $nabla_bag_negate(v1)
-    v3 = call $nabla_bag_merge(v1, v2)
+    v6 = iconst 1
+    v2 = call $nabla_bag_negate(v1, v6)
+    v3 = call $nabla_bag_merge(v1, v2, v6)
     v4 = call $nabla_bag_len(v3)
     v5 = alloc 8
-    v6 = iconst 1
     store v6, v5+0
     v7 = call $nabla_bag_count(v1, v5)
     return v4, v7
@@ -360,7 +361,7 @@ fn collection_errors_and_panics_become_call_errors() {
     let mut cx = CallCtx::new(DEFAULT_ARENA_LIMIT);
     let a = cx.new_bag(Bag::new(1));
     let b = cx.new_bag(Bag::new(2));
-    let merged = unsafe { support::nabla_bag_merge(cx.header(), a, b) };
+    let merged = unsafe { support::nabla_bag_merge(cx.header(), a, b, -1) };
     assert!(merged.is_null());
     assert_eq!(cx.failure().unwrap().status, STATUS_COLLECTION);
     cx.reset();
@@ -381,11 +382,11 @@ fn bags_of_an_earlier_call_come_back_empty_and_entry_arrays_follow_changes() {
     unsafe {
         let a = support::nabla_bag_new(h, 1);
         for k in 0..300u64 {
-            support::nabla_bag_insert(h, a, key(&[k]).as_ptr(), 2);
+            support::nabla_bag_insert(h, a, key(&[k]).as_ptr(), 2, -1);
         }
         let e1 = support::nabla_bag_entries(h, a);
         assert_eq!(support::nabla_bag_entries(h, a), e1, "an unchanged bag's entries are made once");
-        support::nabla_bag_insert(h, a, key(&[(-5i64) as u64]).as_ptr(), 1);
+        support::nabla_bag_insert(h, a, key(&[(-5i64) as u64]).as_ptr(), 1, -1);
         let e2 = support::nabla_bag_entries(h, a);
         assert_ne!(e2, e1, "a change makes a new array");
         let (n, words) = read_array(Word::from_ptr(e2), 2);
@@ -399,10 +400,39 @@ fn bags_of_an_earlier_call_come_back_empty_and_entry_arrays_follow_changes() {
         let b = support::nabla_bag_new(h, 2);
         assert_eq!((support::nabla_bag_len(h, b), (*b).key_words()), (0, 2));
         assert_eq!(support::nabla_bag_count(h, b, key(&[7, 0]).as_ptr()), 0);
-        support::nabla_bag_insert(h, b, key(&[7, 1]).as_ptr(), 3);
+        support::nabla_bag_insert(h, b, key(&[7, 1]).as_ptr(), 3, -1);
         assert_eq!(support::nabla_bag_count(h, b, key(&[7, 1]).as_ptr()), 3);
         let (n, words) = read_array(Word::from_ptr(support::nabla_bag_entries(h, b)), 3);
         assert_eq!((n, words.iter().map(|w| w.as_i64()).collect::<Vec<_>>()), (1, vec![7, 1, 3]));
     }
     assert_eq!(cx.failure(), None);
+}
+
+#[test]
+fn bag_overflow_is_a_trap_at_the_given_site() {
+    let mut cx = CallCtx::new(DEFAULT_ARENA_LIMIT);
+    let h = cx.header();
+    unsafe {
+        let a = support::nabla_bag_new(h, 1);
+        support::nabla_bag_insert(h, a, [4u64].as_ptr(), i64::MAX, 7);
+        assert_eq!(cx.failure(), None);
+        let merged = support::nabla_bag_merge(h, a, a, 9);
+        assert!(merged.is_null());
+    }
+    let e = cx.failure().unwrap();
+    assert_eq!((e.status, e.site, e.message.as_str()), (TrapCode::BagOverflow.code(), 9, "bag multiplicity overflow"));
+    cx.reset();
+    let h = cx.header();
+    unsafe {
+        let a = support::nabla_bag_new(h, 1);
+        support::nabla_bag_insert_scaled(h, a, [4u64].as_ptr(), 1 << 62, 2, 11);
+    }
+    assert_eq!(cx.failure().map(|e| (e.status, e.site)), Some((TrapCode::BagOverflow.code(), 11)));
+    cx.reset();
+    let h = cx.header();
+    unsafe {
+        assert_eq!(support::nabla_mul_checked(h, 3, -4, 12), -12);
+        support::nabla_mul_checked(h, i64::MIN, -1, 13);
+    }
+    assert_eq!(cx.failure().map(|e| (e.status, e.site)), Some((TrapCode::BagOverflow.code(), 13)));
 }

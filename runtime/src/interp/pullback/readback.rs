@@ -169,7 +169,7 @@ pub fn to_value(red: &mut Reducer, e: &E) -> R<Value> {
             for (x, n) in xs {
                 let k =
                     to_value(red, x)?.to_key().ok_or_else(|| red.error("internal: a bag element that is not a key"))?;
-                b.insert(k, *n);
+                b.insert(k, *n).map_err(|_| red.error(anf::ir::BAG_OVERFLOW_MESSAGE))?;
             }
             Value::bag(b)
         }

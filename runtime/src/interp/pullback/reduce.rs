@@ -142,7 +142,7 @@ impl<'a, 'p> Reducer<'a, 'p> {
         Diagnostic::error(self.span, msg.to_string())
     }
 
-    fn error_at(&self, e: &E, msg: String) -> Diagnostic {
+    pub(super) fn error_at(&self, e: &E, msg: String) -> Diagnostic {
         let span = if e.span == Span::SYNTHETIC || e.span == CHAIN { self.span } else { e.span };
         Diagnostic::error(span, msg)
     }

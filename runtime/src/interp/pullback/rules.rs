@@ -574,6 +574,9 @@ impl<'a, 'p> Reducer<'a, 'p> {
                         .collect();
                     rewrite(self, "jacobian", &mk(ExprKind::Array(rows), e.ty.clone()))
                 }
+                // (9) on the arguments: a primitive whose arguments all have the zero tangent (discrete
+                // ones: a map's `lookup` with a Real in its value) has the zero tangent too.
+                _ if args.iter().all(|a| is_zero(&at.tan(a))) => Ok(Elem::Zero { primal: at.primal(e) }),
                 _ => {
                     self.note(&format!("  (no pullback rule for `{}` with a continuous result)", b.name()));
                     Ok(Elem::Stuck)
@@ -684,7 +687,8 @@ impl<'a, 'p> Reducer<'a, 'p> {
                     e.ty.clone(),
                 )),
                 (Some(n), Some(m)) => {
-                    return Err(self.error(&format!("zipWith: arrays have different lengths {n} and {m}")))
+                    // Located at the `zipWith`, as the forward evaluation and compiled code report it.
+                    return Err(self.error_at(e, format!("zipWith: arrays have different lengths {n} and {m}")));
                 }
                 _ => None,
             },

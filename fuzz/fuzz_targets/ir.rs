@@ -1,0 +1,7 @@
+//! `cargo fuzz run ir`: see `fuzz_checks::ir` (runtime/tests/fuzz_checks/mod.rs) and FUZZING.md.
+#![no_main]
+
+#[path = "../../runtime/tests/fuzz_checks/mod.rs"]
+mod fuzz_checks;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| fuzz_checks::ir(data));
