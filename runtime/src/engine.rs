@@ -242,7 +242,13 @@ pub struct Machine {
 impl Machine {
     /// JIT-compiles a lowered program.
     pub fn new(lowered: &Lowered, span: Span, stack_budget: usize) -> Result<Machine, String> {
-        Machine::from_parts(
+        Machine::new_with(lowered, span, stack_budget, &OptOptions::default())
+    }
+
+    /// [`Machine::new`] with explicit optimisation options (`OptOptions::none()` compiles the IR
+    /// exactly as lowering made it).
+    pub fn new_with(lowered: &Lowered, span: Span, stack_budget: usize, opts: &OptOptions) -> Result<Machine, String> {
+        Machine::from_parts_with(
             &lowered.module,
             lowered.main,
             lowered.apply,
@@ -250,6 +256,7 @@ impl Machine {
             Layout::of(&lowered.root_ty),
             span,
             stack_budget,
+            opts,
         )
     }
 

@@ -311,17 +311,7 @@ fn unstar_expr(e: &E, shape: &DualShape, next: &mut u32) -> E {
 
 /// Does `mono` contain a differentiation site or any other construct of reverse mode?
 pub fn uses_reverse_mode(mono: &MonoProgram) -> bool {
-    fn go(e: &E) -> bool {
-        let here = match &e.kind {
-            ExprKind::Pullback(..) | ExprKind::Dual(..) => true,
-            ExprKind::Var(_, VarRef::Builtin(b)) => is_reverse_builtin(*b),
-            _ => false,
-        };
-        let mut found = here;
-        frontend::lin::for_each_child(e, &mut |c| found = found || go(c));
-        found
-    }
-    mono.defs.iter().any(|d| go(&d.body))
+    mono.defs.iter().any(|d| uses_reverse_mode_in(&d.body))
 }
 
 fn is_reverse_builtin(b: Builtin) -> bool {

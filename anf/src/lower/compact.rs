@@ -61,27 +61,6 @@ pub(crate) fn has_pointers(t: &Type) -> bool {
     }
 }
 
-/// Support functions that never allocate (arena memory, bags or maps): a loop body calling only
-/// these needs no mark (`opt::scopes`).
-pub(crate) const NO_ALLOC_SUPPORT: &[&str] = &[
-    "nabla_sin",
-    "nabla_cos",
-    "nabla_tan",
-    "nabla_exp",
-    "nabla_log",
-    "nabla_tanh",
-    "nabla_sigmoid",
-    "nabla_pow",
-    "nabla_floor",
-    "nabla_round",
-    "nabla_to_int",
-    "nabla_bag_len",
-    "nabla_bag_count",
-    "nabla_bag_eq",
-    "nabla_map_len",
-    "nabla_map_get",
-];
-
 impl Lowerer<'_> {
     /// Takes a mark.
     fn mark(&mut self) -> R<Value> {

@@ -54,7 +54,6 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::ir::{self, Block, Builder, FuncId, Function, Inst, Module, Signature, TagId, Value};
 use crate::mono::MonoProgram;
 
-pub(crate) use compact::NO_ALLOC_SUPPORT;
 pub use scan::{unsupported, Unsupported};
 
 use apply::{Chain, Pending, TagInfo};

@@ -9,9 +9,9 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use super::simplify::PURE_SUPPORT;
 use crate::ir::cfg::successors;
 use crate::ir::{Block, FuncId, Inst, Module, Op};
-use crate::lower::NO_ALLOC_SUPPORT;
 
 /// Does `op` allocate (arena memory, bags or maps), or call code that may? The compaction calls
 /// themselves do not count: their slot is freed with the memory of the loop around them.
@@ -20,7 +20,9 @@ fn allocates(module: &Module, op: &Op, memo: &mut FxHashMap<FuncId, bool>) -> bo
         Op::Alloc(_) | Op::NewArray(..) => true,
         Op::CallExt(e, _) => {
             let name = module.externs[*e].name.as_str();
-            !NO_ALLOC_SUPPORT.contains(&name) && !name.starts_with("nabla_arena_")
+            // The pure support functions allocate nothing; nor does `nabla_map_get`, which only
+            // writes the value it finds through its pointer argument.
+            !(PURE_SUPPORT.contains(&name) || name == "nabla_map_get") && !name.starts_with("nabla_arena_")
         }
         Op::Call(g, _) => function_allocates(module, *g, memo),
         _ => false,

@@ -988,7 +988,7 @@ pub type Outcome = Result<String, (String, u32, u32)>;
 
 /// `main` of `mono` compiled exactly as lowering made it (`anf::opt` off).
 fn unoptimised(mono: &anf::mono::MonoProgram) -> Result<runtime::value::Value, frontend::Diagnostic> {
-    use runtime::engine::{root_span, Layout, Machine, BIG_STACK_BUDGET};
+    use runtime::engine::{root_span, Machine, BIG_STACK_BUDGET};
     // As the engine does: compiled reverse mode, then ILC's `expand` (`run_in` has refused a
     // program neither compiles before this is called).
     let transformed = adjoint::reverse::transform(mono)
@@ -999,17 +999,8 @@ fn unoptimised(mono: &anf::mono::MonoProgram) -> Result<runtime::value::Value, f
     let span = root_span(mono);
     let lowered = anf::lower::lower(mono, &anf::lower::LowerOptions::default())
         .map_err(|e| frontend::Diagnostic::error(span, format!("lowering: {}", e.message)))?;
-    let machine = Machine::from_parts_with(
-        &lowered.module,
-        lowered.main,
-        lowered.apply,
-        lowered.sites.iter().map(|s| (s.span, s.key.as_ref().map(Layout::of))).collect(),
-        Layout::of(&lowered.root_ty),
-        span,
-        BIG_STACK_BUDGET,
-        &anf::opt::OptOptions::none(),
-    )
-    .map_err(|e| frontend::Diagnostic::error(span, e))?;
+    let machine = Machine::new_with(&lowered, span, BIG_STACK_BUDGET, &anf::opt::OptOptions::none())
+        .map_err(|e| frontend::Diagnostic::error(span, e))?;
     machine.run_main(&mut runtime::native::CallCtx::new(runtime::native::DEFAULT_ARENA_LIMIT))
 }
 
