@@ -1902,32 +1902,12 @@ fn allocates(e: &E) -> bool {
 
 fn builtin_allocates(b: Builtin) -> bool {
     use Builtin as B;
-    !matches!(
+    // The Real primitives of the rule table, and these, return scalars or update in place.
+    let scalar_or_in_place = matches!(
         b,
-        B::Sin
-            | B::Cos
-            | B::Tan
-            | B::Exp
-            | B::Log
-            | B::Sqrt
-            | B::Tanh
-            | B::Sigmoid
-            | B::Abs
-            | B::Neg
-            | B::Max
-            | B::Min
-            | B::Floor
-            | B::Round
-            | B::ToReal
-            | B::Len
-            | B::Sum
-            | B::Dot
-            | B::AccAdd
-            | B::AccAddAll
-            | B::AccAxpy
-            | B::TapeSet
-            | B::CtCheck
-    )
+        B::ToReal | B::Len | B::Sum | B::Dot | B::AccAdd | B::AccAddAll | B::AccAxpy | B::TapeSet | B::CtCheck
+    );
+    !(rules::is_real_prim(Prim::Builtin(b)) || scalar_or_in_place)
 }
 
 fn tape_ty_of(t: &Type) -> Type {

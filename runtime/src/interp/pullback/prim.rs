@@ -40,27 +40,8 @@ pub enum Sym {
 /// Is this builtin a primitive with a Jacobian (a member of F)?
 pub fn is_prim(b: Builtin) -> bool {
     use Builtin as B;
-    matches!(
-        b,
-        B::Sin
-            | B::Cos
-            | B::Tan
-            | B::Exp
-            | B::Log
-            | B::Sqrt
-            | B::Tanh
-            | B::Sigmoid
-            | B::Abs
-            | B::Neg
-            | B::Max
-            | B::Min
-            | B::ToReal
-            | B::Floor
-            | B::Round
-            | B::Sum
-            | B::Dot
-            | B::Len
-    )
+    // The Real primitives of the shared rule table, and the array reductions and conversions.
+    adjoint::rules::is_real_prim(adjoint::rules::Prim::Builtin(b)) || matches!(b, B::ToReal | B::Sum | B::Dot | B::Len)
 }
 
 fn arg_types(t: &Type, n: usize) -> Vec<Type> {
