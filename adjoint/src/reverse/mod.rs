@@ -1275,25 +1275,15 @@ impl Ad<'_, '_> {
         use Builtin as B;
         let zv = z.var();
         match b {
-            B::Sin
-            | B::Cos
-            | B::Tan
-            | B::Exp
-            | B::Log
-            | B::Sqrt
-            | B::Tanh
-            | B::Sigmoid
-            | B::Abs
-            | B::Neg
-            | B::Max
-            | B::Min => {
-                let Adj::R(g) = g else { return self.err("a primitive on arrays (internal)") };
-                self.prim(out, Prim::Builtin(b), args, &g, &zv)
-            }
             B::ToReal | B::Len => Ok(()),
             // Rule 15 with ∂ = 0: floor and round are locally constant (0 at the kinks too,
             // docs/language.md §5), so their argument's adjoint is a symbolic zero.
             B::Floor | B::Round => Ok(()),
+            // Rule 15 with the partials of the shared table (`crate::rules`).
+            _ if rules::is_real_prim(Prim::Builtin(b)) => {
+                let Adj::R(g) = g else { return self.err("a primitive on arrays (internal)") };
+                self.prim(out, Prim::Builtin(b), args, &g, &zv)
+            }
             // sum: the transpose of Σ broadcasts the adjoint.
             B::Sum => {
                 let Adj::R(g) = g else { return self.err("`sum` of arrays") };
