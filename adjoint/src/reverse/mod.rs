@@ -843,6 +843,7 @@ impl<'m> Transform<'m> {
             adj: FxHashMap::default(),
             tys: FxHashMap::default(),
             loops: FxHashMap::default(),
+            alias: FxHashMap::default(),
         };
         ad.tys.insert(xid, ("x".into(), x.ty.clone()));
         if !x.ty.is_discrete() {
@@ -924,6 +925,11 @@ fn beta(f: &E, args: &[&E]) -> E {
 enum Adj {
     R(E),
     A(E),
+    /// The adjoint of an array every element of which is the Real atom: what the transpose of
+    /// `sum` gives (rule 5 on Σ). Kept symbolic so that `sum (map f xs)` and `sum (build n f)`
+    /// read the scalar in their reverse loop instead of zeroing, filling and reading an array;
+    /// made an array only where an accumulator is needed.
+    B(E),
     T(Vec<Option<Adj>>),
 }
 
@@ -946,6 +952,11 @@ struct Ad<'a, 'm> {
     adj: FxHashMap<LocalId, Adj>,
     tys: FxHashMap<LocalId, (Name, Type)>,
     loops: FxHashMap<LocalId, LoopRev>,
+    /// `y ↦ x` for a non-function binding `y = x` of an active `x` (after following `x`'s own
+    /// alias): `y`'s adjoint is accumulated into `x`'s directly. Rule 5 on the identity, applied
+    /// at compile time; it lets a loop that uses a rebound capture carry the enclosing
+    /// accumulator instead of a fresh zero one added back afterwards.
+    alias: FxHashMap<LocalId, LocalId>,
 }
 
 /// Is the adjoint of a value of type `t` one the transform represents?
@@ -974,6 +985,11 @@ impl Ad<'_, '_> {
         local(e).is_some_and(|id| self.active.contains(&id))
     }
 
+    /// The variable whose adjoint `id`'s is (see `alias`).
+    fn root(&self, id: LocalId) -> LocalId {
+        self.alias.get(&id).copied().unwrap_or(id)
+    }
+
     fn var_of(&self, id: LocalId) -> E {
         let (n, t) = &self.tys[&id];
         var(id, n, t)
@@ -1000,6 +1016,10 @@ impl Ad<'_, '_> {
             let active = !b.ty.is_discrete() && fv.iter().any(|v| self.active.contains(v));
             if active {
                 self.active.insert(b.id);
+                if let (ExprKind::Var(_, VarRef::Local(x)), false) = (&rhs.kind, is_fun(&b.ty)) {
+                    let r = self.root(*x);
+                    self.alias.insert(b.id, r);
+                }
                 if !is_fun(&b.ty) && !differentiable(&b.ty) {
                     return self.err(format!("a gradient through a value of type {}", b.ty));
                 }
@@ -1039,7 +1059,7 @@ impl Ad<'_, '_> {
 
     /// Adds `a` to the adjoint of the atom `y` (nothing when `y` is not active).
     fn add(&mut self, out: &mut Vec<Bind>, y: &E, a: Adj) -> R<()> {
-        let Some(id) = local(y) else { return Ok(()) };
+        let Some(id) = local(y).map(|y| self.root(y)) else { return Ok(()) };
         if !self.active.contains(&id) {
             return Ok(());
         }
@@ -1060,6 +1080,10 @@ impl Ad<'_, '_> {
             (Adj::A(a), Adj::A(b)) => {
                 Adj::A(self.emit(out, "d", call(Builtin::AccAxpy, &[a.clone(), real(1.0), b], a.ty.clone())))
             }
+            (Adj::B(a), Adj::B(b)) => Adj::B(self.emit(out, "d", rbin(BinOp::Add, &a, &b))),
+            (Adj::A(a), Adj::B(b)) | (Adj::B(b), Adj::A(a)) => {
+                Adj::A(self.emit(out, "d", call(Builtin::AccAddAll, &[a.clone(), b], a.ty.clone())))
+            }
             (Adj::T(xs), Adj::T(ys)) => {
                 let mut cs = Vec::with_capacity(xs.len());
                 for (x, y) in xs.into_iter().zip(ys) {
@@ -1078,6 +1102,7 @@ impl Ad<'_, '_> {
     fn materialize(&mut self, out: &mut Vec<Bind>, a: Option<Adj>, ty: &Type, primal: &E) -> R<E> {
         Ok(match (a, ty) {
             (Some(Adj::R(v)), _) | (Some(Adj::A(v)), _) => v,
+            (Some(Adj::B(g)), _) => self.broadcast(out, g, ty, primal)?,
             (Some(Adj::T(cs)), Type::Tuple(ts)) => {
                 let mut xs = Vec::new();
                 for (i, (c, t)) in cs.into_iter().zip(ts.iter()).enumerate() {
@@ -1163,16 +1188,32 @@ impl Ad<'_, '_> {
 
     /// The accumulator of array atom `a` (a fresh zero one when it has none yet).
     fn acc(&mut self, out: &mut Vec<Bind>, a: &E) -> R<E> {
-        let id = local(a).unwrap();
+        let id = self.root(local(a).unwrap());
         match self.adj.remove(&id) {
             Some(Adj::A(v)) => Ok(v),
+            Some(Adj::B(g)) => self.broadcast(out, g, &a.ty, a),
             None => self.zero(out, &a.ty, a),
             Some(_) => self.err("mismatched array adjoint (internal)"),
         }
     }
 
+    /// The accumulator `g·1` of the shape of `primal` (an [`Adj::B`] made an array).
+    fn broadcast(&mut self, out: &mut Vec<Bind>, g: E, ty: &Type, primal: &E) -> R<E> {
+        let z = self.zero(out, ty, primal)?;
+        Ok(self.emit(out, "d", call(Builtin::AccAddAll, &[z, g], ty.clone())))
+    }
+
+    /// An array adjoint as an accumulator atom (`primal` gives the shape of a broadcast one).
+    fn array_adj(&mut self, out: &mut Vec<Bind>, g: Adj, primal: &E, what: &str) -> R<E> {
+        match g {
+            Adj::A(v) => Ok(v),
+            Adj::B(g) => self.broadcast(out, g, &primal.ty, primal),
+            _ => self.err(what.to_string()),
+        }
+    }
+
     fn set_acc(&mut self, a: &E, v: E) {
-        self.adj.insert(local(a).unwrap(), Adj::A(v));
+        self.adj.insert(self.root(local(a).unwrap()), Adj::A(v));
     }
 
     /// The reverse rule of one binding `z = rhs` whose adjoint is `g`.
@@ -1223,10 +1264,13 @@ impl Ad<'_, '_> {
                 Ok(())
             }
             ExprKind::Array(xs) => {
-                let Adj::A(v) = g else { return self.err("an array literal of arrays or tuples") };
                 for (k, x) in xs.iter().enumerate() {
                     if self.is_active(x) {
-                        let c = self.emit(out, "d", index(&v, &int(k as i64)));
+                        let c = match &g {
+                            Adj::A(v) => self.emit(out, "d", index(v, &int(k as i64))),
+                            Adj::B(c) => c.clone(),
+                            _ => return self.err("an array literal of arrays or tuples"),
+                        };
                         self.add(out, x, Adj::R(c))?;
                     }
                 }
@@ -1284,13 +1328,10 @@ impl Ad<'_, '_> {
                 let Adj::R(g) = g else { return self.err("a primitive on arrays (internal)") };
                 self.prim(out, Prim::Builtin(b), args, &g, &zv)
             }
-            // sum: the transpose of Σ broadcasts the adjoint.
+            // sum: the transpose of Σ broadcasts the adjoint (kept symbolic, `Adj::B`).
             B::Sum => {
                 let Adj::R(g) = g else { return self.err("`sum` of arrays") };
-                let acc = self.acc(out, &args[0])?;
-                let v = self.emit(out, "d", call(B::AccAddAll, &[acc, g], args[0].ty.clone()));
-                self.set_acc(&args[0], v);
-                Ok(())
+                self.add(out, &args[0], Adj::B(g))
             }
             B::Dot => {
                 let Adj::R(g) = g else { return self.err("`dot` of arrays") };
@@ -1309,7 +1350,7 @@ impl Ad<'_, '_> {
             // adjoint moves to the input after the other arguments' adjoints have read it.
             B::Zeros | B::TapeNew => Ok(()),
             B::AccAdd | B::AccAddAll | B::AccAxpy | B::TapeSet => {
-                let Adj::A(gz) = g else { return self.err(format!("a gradient through `{}` of tuples", b.name())) };
+                let gz = self.array_adj(out, g, &zv, &format!("a gradient through `{}` of tuples", b.name()))?;
                 match b {
                     // accAdd' A i v = A + v·eᵢ: v gets the i-th adjoint.
                     B::AccAdd => {
@@ -1382,6 +1423,7 @@ impl Ad<'_, '_> {
             let mut fv = FxHashSet::default();
             free_locals(&e, &mut fv);
             for id in fv {
+                let id = self.root(id);
                 if !self.active.contains(&id) || !seen.insert(id) {
                     continue;
                 }
@@ -1549,7 +1591,12 @@ impl Ad<'_, '_> {
     /// `map f xs`, `zipWith f xs ys`, `build n f`: elementwise; the reverse loop recomputes each
     /// element's primal and runs the body's reverse with the element of the result's adjoint.
     fn rev_elementwise(&mut self, out: &mut Vec<Bind>, b: Builtin, args: &[E], z: &E, g: Adj) -> R<()> {
-        let Adj::A(gz) = g else { return self.err("a gradient through an array of arrays or tuples") };
+        // The result's adjoint: an accumulator read at i, or a broadcast scalar read as is.
+        let (gz, gb) = match g {
+            Adj::A(gz) => (Some(gz), None),
+            Adj::B(c) => (None, Some(c)),
+            _ => return self.err("a gradient through an array of arrays or tuples"),
+        };
         let (f, arrays): (&E, Vec<E>) = match b {
             Builtin::Map => (&args[0], vec![args[1].clone()]),
             Builtin::ZipWith => (&args[0], vec![args[1].clone(), args[2].clone()]),
@@ -1582,7 +1629,10 @@ impl Ad<'_, '_> {
             }
             binds.extend(bb);
             ad.forward(bo, &binds)?;
-            let gi = ad.emit(bo, "g", index(&gz, i));
+            let gi = match (&gz, &gb) {
+                (Some(gz), _) => ad.emit(bo, "g", index(gz, i)),
+                (None, c) => c.clone().unwrap_or_else(|| real(0.0)),
+            };
             ad.seed_and_reverse(bo, &binds, &res, Some(Adj::R(gi)))?;
             Ok(vec![])
         })?;
