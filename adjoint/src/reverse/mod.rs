@@ -130,6 +130,8 @@ pub fn transform_listing(mono: &MonoProgram) -> R<(Option<MonoProgram>, Vec<Site
 }
 
 const READS_CARRIED_ARRAY: &str = "a gradient through a loop whose reverse reads an array it carries";
+/// Internal retry signal of `Ad::loop_forward`: the tape can hold fewer components (`Ad::unread`).
+const TAPES_UNREAD: &str = "a loop whose tape holds components its reverse does not read (internal)";
 
 /// Does `e` bind the local `id` (by `let` or λ)?
 fn binds_local(e: &E, id: LocalId) -> bool {
@@ -844,6 +846,8 @@ impl<'m> Transform<'m> {
             tys: FxHashMap::default(),
             loops: FxHashMap::default(),
             alias: FxHashMap::default(),
+            tuples: FxHashMap::default(),
+            unread: Vec::new(),
         };
         ad.tys.insert(xid, ("x".into(), x.ty.clone()));
         if !x.ty.is_discrete() {
@@ -957,6 +961,11 @@ struct Ad<'a, 'm> {
     /// at compile time; it lets a loop that uses a rebound capture carry the enclosing
     /// accumulator instead of a fresh zero one added back afterwards.
     alias: FxHashMap<LocalId, LocalId>,
+    /// Tuple-literal bindings `z = (a, b, …)` of the forward phase (the components of a loop's
+    /// initial carry, for `carry_activity`).
+    tuples: FxHashMap<LocalId, Vec<E>>,
+    /// The components a loop's reverse does not read (see `TAPES_UNREAD`).
+    unread: Vec<bool>,
 }
 
 /// Is the adjoint of a value of type `t` one the transform represents?
@@ -1004,6 +1013,9 @@ impl Ad<'_, '_> {
             match &rhs.kind {
                 ExprKind::Lam(..) => {
                     self.lams.insert(b.id, rhs.clone());
+                }
+                ExprKind::Tuple(cs) => {
+                    self.tuples.insert(b.id, cs.clone());
                 }
                 ExprKind::Var(_, VarRef::Local(y)) if self.lams.contains_key(y) => {
                     let l = self.lams[y].clone();
@@ -1677,9 +1689,83 @@ impl Ad<'_, '_> {
     /// and tapes the carry when that reverse reads it (otherwise the primal is `b` itself, or
     /// `untaped` when given).
     fn loop_forward(&mut self, out: &mut Vec<Bind>, b: &Bind, bi: Builtin, args: &[E], untaped: Option<E>) -> R<()> {
-        match self.loop_forward_with(out, b, bi, args, untaped.clone(), false) {
-            Err(e) if e.what == READS_CARRIED_ARRAY => self.loop_forward_with(out, b, bi, args, untaped, true),
-            r => r,
+        let mut skip = Vec::new();
+        loop {
+            match self.loop_forward_with(out, b, bi, args, untaped.clone(), false, &skip) {
+                Err(e) if e.what == READS_CARRIED_ARRAY => {
+                    return self.loop_forward_with(out, b, bi, args, untaped, true, &[])
+                }
+                // The reverse reads fewer of the carry's scalars than the tape would hold: tape
+                // only those (a second build of the reverse body, with the rest as holes).
+                Err(e) if e.what == TAPES_UNREAD && skip.is_empty() => {
+                    skip = std::mem::take(&mut self.unread);
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// Which components of a tuple carry are active: those of the initial value, and those the
+    /// body makes active from active components or captures, to a fixpoint (the carry's
+    /// activity is the least solution of the loop equation; rule-5 adjoints of the others are
+    /// zero, so the reverse computes nothing for them).
+    fn carry_activity(&mut self, lamf: &E, arity: usize, z0: &E, xs: Option<&E>, n: usize) -> R<Vec<bool>> {
+        let init: Vec<bool> = match local(z0).and_then(|z| self.tuples.get(&z)) {
+            Some(cs) if cs.len() == n => cs.iter().map(|c| self.is_active(c)).collect(),
+            _ => vec![self.is_active(z0); n],
+        };
+        let mut mask = init.clone();
+        loop {
+            let (ps, bb, res) = self.fresh_lam(lamf, arity)?;
+            let Type::Tuple(ts) = &ps[0].ty else { return Ok(mask) };
+            let mut active = self.active.clone();
+            let parts: Vec<E> = ts
+                .iter()
+                .zip(&mask)
+                .map(|(t, on)| {
+                    let id = self.t.fresh();
+                    if *on {
+                        active.insert(id);
+                    }
+                    var(id, &"c".into(), t)
+                })
+                .collect();
+            let aid = self.t.fresh();
+            if mask.iter().any(|m| *m) {
+                active.insert(aid);
+            }
+            let mut binds = Vec::new();
+            self.bind_pat(&mut binds, &ps[0], var(aid, &"a".into(), &ps[0].ty))?;
+            if let Some(xs) = xs {
+                if arity > 1 {
+                    let ex = index(xs, &int(0));
+                    self.bind_pat(&mut binds, &ps[1], ex)?;
+                }
+            }
+            binds.extend(bb);
+            forward_projections(&mut binds, aid, &parts);
+            let mut tuples: FxHashMap<LocalId, Vec<E>> = FxHashMap::default();
+            for b in &binds {
+                let rhs = strip(&b.rhs);
+                let mut fv = FxHashSet::default();
+                free_locals(rhs, &mut fv);
+                if !b.ty.is_discrete() && fv.iter().any(|v| active.contains(v)) {
+                    active.insert(b.id);
+                }
+                if let ExprKind::Tuple(cs) = &rhs.kind {
+                    tuples.insert(b.id, cs.clone());
+                }
+            }
+            let is_act = |e: &E| local(e).is_some_and(|id| active.contains(&id));
+            let outm: Vec<bool> = match local(&res).and_then(|r| tuples.get(&r)) {
+                Some(cs) if cs.len() == n => cs.iter().map(is_act).collect(),
+                _ => vec![is_act(&res); n],
+            };
+            let next: Vec<bool> = (0..n).map(|k| init[k] || outm[k]).collect();
+            if next == mask {
+                return Ok(mask);
+            }
+            mask = next;
         }
     }
 
@@ -1695,6 +1781,7 @@ impl Ad<'_, '_> {
         args: &[E],
         untaped: Option<E>,
         tape_all: bool,
+        skip: &[bool],
     ) -> R<()> {
         let fold = bi == Builtin::Fold;
         let (f, z0) = if fold { (&args[0], &args[1]) } else { (&args[1], &args[2]) };
@@ -1709,13 +1796,21 @@ impl Ad<'_, '_> {
         // The tape holds the carry's scalar skeleton: the components that hold no arrays (an
         // array in the carry is never taped — values in the tape are scalars, which keeps loop
         // compaction sound — and the reverse must not read one).
+        // A tuple carry is split into its components (each active or not by `carry_activity`);
+        // `skip` names scalar components the reverse does not read, which are not taped.
         let comps: Vec<(Type, bool)> = match &bty {
-            Type::Tuple(ts) if holds_array(&bty) && !tape_all => {
-                ts.iter().map(|t| (t.clone(), holds_array(t))).collect()
+            Type::Tuple(ts) if !tape_all => {
+                ts.iter().enumerate().map(|(k, t)| (t.clone(), holds_array(t) || skip.get(k) == Some(&true))).collect()
             }
             t => vec![(t.clone(), holds_array(t))],
         };
-        let whole = tape_all || !matches!(&bty, Type::Tuple(_)) || !holds_array(&bty);
+        let whole = tape_all || !matches!(&bty, Type::Tuple(_));
+        let mask = match &bty {
+            Type::Tuple(ts) if !tape_all && self.active.contains(&b.id) => {
+                self.carry_activity(&lamf, arity, z0, xs.as_ref(), ts.len())?
+            }
+            _ => vec![true; comps.len()],
+        };
         let scalars: Vec<Type> = comps.iter().filter(|(_, h)| !h).map(|(t, _)| t.clone()).collect();
         let sk_ty = if whole {
             bty.clone()
@@ -1734,6 +1829,7 @@ impl Ad<'_, '_> {
         let carried = self.captures(&refs);
         let acc_active = self.active.contains(&b.id);
         let mut holes: Vec<LocalId> = Vec::new();
+        let mut part_ids: Vec<LocalId> = Vec::new();
         let body_rev = self.loop_lambda(&n, true, &carried, std::slice::from_ref(&bty), &mut |ad, bo, i, extras| {
             let (ps, bb, res) = ad.fresh_lam(&lamf, arity)?;
             let mut binds = Vec::new();
@@ -1749,7 +1845,7 @@ impl Ad<'_, '_> {
             } else {
                 let sk = ad.emit(bo, "a", index(&tape, i));
                 let mut k = 0;
-                for (t, h) in &comps {
+                for (j, (t, h)) in comps.iter().enumerate() {
                     let c = if *h {
                         let c = ad.emit(bo, "hole", placeholder(t));
                         holes.push(local(&c).unwrap());
@@ -1759,7 +1855,7 @@ impl Ad<'_, '_> {
                         k += 1;
                         c
                     };
-                    if acc_active && !t.is_discrete() {
+                    if acc_active && !t.is_discrete() && mask[j] {
                         ad.active.insert(local(&c).unwrap());
                     }
                     parts.push(c);
@@ -1767,9 +1863,10 @@ impl Ad<'_, '_> {
                 ad.emit(bo, "a", tuple(parts.clone()))
             };
             let aid = local(&a).unwrap();
-            if acc_active {
+            if acc_active && mask.iter().any(|m| *m) {
                 ad.active.insert(aid);
             }
+            part_ids = parts.iter().filter_map(local).collect();
             ad.bind_pat(&mut binds, &ps[0], a.clone())?;
             if let Some(xs) = &xs {
                 let id = ad.t.fresh();
@@ -1801,6 +1898,19 @@ impl Ad<'_, '_> {
         // A hole's binding survives the reverse body's dead-code elimination only if it is read.
         if holes.iter().any(|h| fv.contains(h) || binds_local(&body_rev, *h)) {
             return self.err(READS_CARRIED_ARRAY);
+        }
+        // Scalar components the reverse does not read (their binding did not survive its
+        // dead-code elimination) need no tape.
+        if !whole && skip.is_empty() && part_ids.len() == comps.len() {
+            let unread: Vec<bool> = comps
+                .iter()
+                .zip(&part_ids)
+                .map(|((_, h), id)| !h && !binds_local(&body_rev, *id) && !fv.contains(id))
+                .collect();
+            if unread.iter().any(|u| *u) && comps.iter().zip(&unread).any(|((_, h), u)| !h && !u) {
+                self.unread = unread;
+                return self.err(TAPES_UNREAD);
+            }
         }
         if taped {
             // iterate n (λ(k, tape, acc). (k + 1, tapeSet' tape k acc, f acc xs.[k])) (0, tape' n, z)
