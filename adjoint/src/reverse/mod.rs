@@ -1014,6 +1014,12 @@ impl Ad<'_, '_> {
                 ExprKind::Lam(..) => {
                     self.lams.insert(b.id, rhs.clone());
                 }
+                // `z = tanh`, `z = max 0.25`: a builtin as a value, known by its η-expansion.
+                ExprKind::Var(_, VarRef::Builtin(_)) | ExprKind::App(..) if is_fun(&b.ty) => {
+                    if let Ok(l) = self.lam_of(rhs) {
+                        self.lams.insert(b.id, l);
+                    }
+                }
                 ExprKind::Tuple(cs) => {
                     self.tuples.insert(b.id, cs.clone());
                 }
@@ -1414,7 +1420,7 @@ impl Ad<'_, '_> {
     }
 
     /// The λ an atom denotes (a let-bound λ in scope).
-    fn lam_of(&self, f: &E) -> R<E> {
+    fn lam_of(&mut self, f: &E) -> R<E> {
         let f = strip(f);
         match &f.kind {
             ExprKind::Lam(..) => Ok(f.clone()),
@@ -1422,7 +1428,33 @@ impl Ad<'_, '_> {
                 Some(l) => Ok(l.clone()),
                 None => self.err("a loop over a function not known at compile time"),
             },
-            _ => self.err("a loop over a function not known at compile time"),
+            // A builtin (`map tanh xs`, `fold max 0.0 xs`) or a builtin partially applied to
+            // atoms (`map (max 0.0) xs`): its η-expansion `λy…. b a… y…`, whose body the rules
+            // of the builtin differentiate.
+            _ => {
+                let (h, args) = anf::anormal::spine(f);
+                let arity = match &strip(h).kind {
+                    ExprKind::Var(_, VarRef::Builtin(b)) if args.len() < b.arity() => b.arity() - args.len(),
+                    _ => return self.err("a loop over a function not known at compile time"),
+                };
+                let mut params = Vec::new();
+                let mut body = f.clone();
+                let mut ty = f.ty.clone();
+                for _ in 0..arity {
+                    let Type::Fun(a, r) = ty else {
+                        return self.err("a loop over a function not known at compile time");
+                    };
+                    let id = self.t.fresh();
+                    let y = var(id, &"y".into(), &a);
+                    body = mk(ExprKind::App(body, y), (*r).clone());
+                    params.push((id, (*a).clone()));
+                    ty = (*r).clone();
+                }
+                for (id, a) in params.into_iter().rev() {
+                    body = lam(id, &"y".into(), &a, body);
+                }
+                Ok(body)
+            }
         }
     }
 
