@@ -357,6 +357,15 @@ fn is_fun(t: &Type) -> bool {
     matches!(t, Type::Fun(..))
 }
 
+/// Does a value of type `t` hold a function (in a tuple)?
+fn holds_fun(t: &Type) -> bool {
+    match t {
+        Type::Fun(..) => true,
+        Type::Tuple(ts) => ts.iter().any(holds_fun),
+        _ => false,
+    }
+}
+
 fn result_type(t: &Type) -> Type {
     match t {
         Type::Fun(_, r) => (**r).clone(),
@@ -764,12 +773,59 @@ impl<'m> Transform<'m> {
                 Some(lam(id, &"y".into(), a, body))
             }
             ExprKind::Lam(..) => Some(f.clone()),
+            // A component of a tuple of known functions (`p.1` for `p = (λ…, …)`).
+            ExprKind::Proj(a, k) if is_fun(&f.ty) => match &self.known_tuple(a, env)?.kind {
+                ExprKind::Tuple(cs) => self.known(cs.get(*k)?, env),
+                _ => None,
+            },
             ExprKind::Var(_, VarRef::Global(d)) if is_fun(&f.ty) => {
                 let body = strip(self.bodies.get(d.0 as usize).unwrap_or(&self.mono.def(*d).body));
                 matches!(body.kind, ExprKind::Lam(..)).then(|| body.clone())
             }
             ExprKind::Var(_, VarRef::Local(id)) => env.get(id).cloned(),
             _ => None,
+        }
+    }
+
+    /// The tuple literal a tuple-typed atom with function components is bound to, if known.
+    fn known_tuple(&self, a: &E, env: &FxHashMap<LocalId, E>) -> Option<E> {
+        match &strip(a).kind {
+            ExprKind::Tuple(_) => Some(strip(a).clone()),
+            ExprKind::Var(_, VarRef::Local(id)) => {
+                env.get(id).filter(|t| matches!(t.kind, ExprKind::Tuple(_))).cloned()
+            }
+            ExprKind::Proj(b, k) => match &self.known_tuple(b, env)?.kind {
+                ExprKind::Tuple(cs) => self.known_tuple(cs.get(*k)?, env),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Records in `env` what pattern `p` binds when matched against `e`: known functions, and
+    /// known tuples that hold functions.
+    fn bind_known(&self, p: &Pat, e: &E, env: &mut FxHashMap<LocalId, E>) {
+        match &p.kind {
+            PatKind::Var(_, id) if is_fun(&p.ty) => {
+                if let Some(l) = self.known(e, env) {
+                    env.insert(*id, l);
+                }
+            }
+            PatKind::Var(_, id) if holds_fun(&p.ty) => {
+                if let Some(t) = self.known_tuple(e, env) {
+                    env.insert(*id, t);
+                }
+            }
+            PatKind::Tuple(ps) => {
+                if let Some(t) = self.known_tuple(e, env) {
+                    if let ExprKind::Tuple(cs) = &t.kind {
+                        for (q, c) in ps.iter().zip(cs) {
+                            self.bind_known(q, c, env);
+                        }
+                    }
+                }
+            }
+            _ => {}
         }
     }
 
@@ -795,6 +851,14 @@ impl<'m> Transform<'m> {
             },
             ExprKind::Let(p, rhs, body) => {
                 let rhs2 = self.inline(rhs, env)?;
+                // A tuple holding functions, bound whole or by a pattern: its components are
+                // resolved where they are applied (`p.k x`, `f x` for `let (f, c) = …`).
+                if holds_fun(&p.ty) && !is_fun(&p.ty) {
+                    let mut env2 = env.clone();
+                    self.bind_known(p, &rhs2, &mut env2);
+                    let body2 = self.inline(body, &env2)?;
+                    return Ok(Expr::new(ExprKind::Let(p.clone(), rhs2, body2), e.span, e.ty.clone()));
+                }
                 if let (PatKind::Var(_, id), true) = (&p.kind, is_fun(&p.ty)) {
                     if let Some(l) = self.known(rhs, env) {
                         let mut env2 = env.clone();
@@ -972,7 +1036,9 @@ struct Ad<'a, 'm> {
 fn differentiable(t: &Type) -> bool {
     match t {
         Type::Real => true,
-        Type::Tuple(ts) => ts.iter().all(|t| t.is_discrete() || differentiable(t)),
+        // A function in a tuple is known statically where it is applied (inlining resolves
+        // `p.1 x` for a let-bound tuple `p` of λs), so it needs no adjoint of its own.
+        Type::Tuple(ts) => ts.iter().all(|t| t.is_discrete() || is_fun(t) || differentiable(t)),
         Type::Array(e) => **e == Type::Real || e.is_discrete(),
         t => t.is_discrete(),
     }
@@ -1165,6 +1231,9 @@ impl Ad<'_, '_> {
                     return self.err(format!("a zero adjoint of type {ty}"));
                 }
             }
+            // The slot of a function component (see `differentiable`): never read as an
+            // adjoint, it carries the primal function to keep the tuple's type.
+            Type::Fun(..) => primal.clone(),
             t => return self.err(format!("a zero adjoint of type {t}")),
         })
     }
@@ -1190,7 +1259,7 @@ impl Ad<'_, '_> {
             Type::Tuple(ts) => {
                 let mut cs = Vec::new();
                 for i in 0..ts.len() {
-                    let c = if ts[i].is_discrete() {
+                    let c = if ts[i].is_discrete() || is_fun(&ts[i]) {
                         None
                     } else {
                         let p = self.emit(out, "d", proj(v, i));
