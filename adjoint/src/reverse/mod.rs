@@ -17,7 +17,10 @@
 //!   updated in place (`accAdd'` for `x.[i]`: O(1)); tuple adjoints are tuples of component
 //!   adjoints known at compile time.
 //! - **Symbolic zeros**: an absent adjoint is zero and emits nothing. **Activity**: a binding
-//!   whose type is discrete or that does not depend on the input gets no adjoint.
+//!   whose type is discrete or that does not depend on the input gets no adjoint; the components
+//!   of a tuple a loop carries are active or not by a fixpoint over the loop body, and only the
+//!   components the reverse reads are taped. The transpose of `sum` is a symbolic broadcast
+//!   (`Adj::B`), read as a scalar by elementwise reverse loops.
 //! - **Loops**: the reverse of `map`/`zipWith`/`build`/`fold`/`iterate` is an `iterate` over the
 //!   trip count (downwards for `fold`/`iterate`) that recomputes the body's primal from its
 //!   inputs (and the taped carry) and runs the body's reverse; the adjoints of captured variables
