@@ -126,6 +126,12 @@ builtins! {
     // else the error `vjp: the cotangent does not match…` (`path`: the tuple components it is in,
     // `ir::TrapCode::CotangentLength`).
     CtCheck = "ctCheck'" : "Int -> Int -> Int -> Unit";
+    // Accumulators of `Array (Array Real)` (rows of distinct accumulators, each updated in
+    // place): `accAdd2' A i j v` adds v to A.[i].[j]; `accRow' A i s y` adds s·y to the row
+    // A.[i]; `accRowAll' A i s` adds s to every element of A.[i].
+    AccAdd2 = "accAdd2'" : "Array (Array Real) -> Int -> Int -> Real -> Array (Array Real)";
+    AccRow = "accRow'" : "Array (Array Real) -> Int -> Real -> Array Real -> Array (Array Real)";
+    AccRowAll = "accRowAll'" : "Array (Array Real) -> Int -> Real -> Array (Array Real)";
 }
 
 impl Builtin {

@@ -843,6 +843,7 @@ impl<'m> Transform<'m> {
             adj: FxHashMap::default(),
             tys: FxHashMap::default(),
             loops: FxHashMap::default(),
+            rows: FxHashMap::default(),
         };
         ad.tys.insert(xid, ("x".into(), x.ty.clone()));
         if !x.ty.is_discrete() {
@@ -946,6 +947,17 @@ struct Ad<'a, 'm> {
     adj: FxHashMap<LocalId, Adj>,
     tys: FxHashMap<LocalId, (Name, Type)>,
     loops: FxHashMap<LocalId, LoopRev>,
+    /// Rows of nested arrays: `r = x.[i]` with `x : Array (Array Real)` active (and copies of
+    /// such `r`) map to `(x, i)`. Their adjoints are never held apart: every contribution to `r`
+    /// goes straight into row `i` of x's accumulator (`accAdd2'`, `accRow'`, `accRowAll'`), so a
+    /// read `x.[i].[j]` costs O(1) in the reverse phase.
+    rows: FxHashMap<LocalId, (E, E)>,
+}
+
+/// `Array (Array Real)`: its adjoint is a nested accumulator, an outer array of distinct row
+/// accumulators.
+fn is_nested(t: &Type) -> bool {
+    matches!(t, Type::Array(e) if matches!(&**e, Type::Array(r) if **r == Type::Real))
 }
 
 /// Is the adjoint of a value of type `t` one the transform represents?
@@ -953,7 +965,7 @@ fn differentiable(t: &Type) -> bool {
     match t {
         Type::Real => true,
         Type::Tuple(ts) => ts.iter().all(|t| t.is_discrete() || differentiable(t)),
-        Type::Array(e) => **e == Type::Real || e.is_discrete(),
+        Type::Array(e) => **e == Type::Real || e.is_discrete() || is_nested(t),
         t => t.is_discrete(),
     }
 }
@@ -993,12 +1005,27 @@ impl Ad<'_, '_> {
                     let l = self.lams[y].clone();
                     self.lams.insert(b.id, l);
                 }
+                ExprKind::Var(_, VarRef::Builtin(_) | VarRef::Global(_)) if is_fun(&b.ty) => {
+                    if let Ok(l) = self.t.resolve(rhs) {
+                        self.lams.insert(b.id, l);
+                    }
+                }
                 _ => {}
             }
             let mut fv = FxHashSet::default();
             free_locals(rhs, &mut fv);
             let active = !b.ty.is_discrete() && fv.iter().any(|v| self.active.contains(v));
             if active {
+                match &rhs.kind {
+                    ExprKind::Index(x, i) if is_nested(&x.ty) && self.is_active(x) => {
+                        self.rows.insert(b.id, (x.clone(), i.clone()));
+                    }
+                    ExprKind::Var(_, VarRef::Local(y)) if self.rows.contains_key(y) => {
+                        let r = self.rows[y].clone();
+                        self.rows.insert(b.id, r);
+                    }
+                    _ => {}
+                }
                 self.active.insert(b.id);
                 if !is_fun(&b.ty) && !differentiable(&b.ty) {
                     return self.err(format!("a gradient through a value of type {}", b.ty));
@@ -1046,6 +1073,10 @@ impl Ad<'_, '_> {
         if is_fun(&y.ty) {
             return self.err("a gradient through a function-valued result");
         }
+        if self.rows.contains_key(&id) {
+            let Adj::A(v) = a else { return self.err("a row adjoint that is not an array (internal)") };
+            return self.add_axpy(out, y, real(1.0), v);
+        }
         let merged = match self.adj.remove(&id) {
             None => a,
             Some(old) => self.merge(out, old, a)?,
@@ -1057,6 +1088,7 @@ impl Ad<'_, '_> {
     fn merge(&mut self, out: &mut Vec<Bind>, x: Adj, y: Adj) -> R<Adj> {
         Ok(match (x, y) {
             (Adj::R(a), Adj::R(b)) => Adj::R(self.emit(out, "d", rbin(BinOp::Add, &a, &b))),
+            (Adj::A(a), Adj::A(b)) if is_nested(&a.ty) => Adj::A(self.add_rows(out, a, &b)),
             (Adj::A(a), Adj::A(b)) => {
                 Adj::A(self.emit(out, "d", call(Builtin::AccAxpy, &[a.clone(), real(1.0), b], a.ty.clone())))
             }
@@ -1113,6 +1145,9 @@ impl Ad<'_, '_> {
                 let n = self.emit(out, "n", call(Builtin::Len, std::slice::from_ref(primal), Type::Int));
                 if **e == Type::Real {
                     self.emit(out, "dz", call(Builtin::Zeros, &[n], ty.clone()))
+                } else if is_nested(ty) {
+                    // A nested accumulator of the primal's shape: distinct zero rows.
+                    self.build_rows(out, &n, primal, None)
                 } else if e.is_discrete() && !holds_array(e) {
                     let id = self.t.fresh();
                     let z = self.zero(out, e, &real(0.0))?;
@@ -1144,6 +1179,14 @@ impl Ad<'_, '_> {
                     Adj::A(self.emit(out, "d", call(Builtin::AccAxpy, &[z, real(1.0), v.clone()], ty.clone())))
                 }
             }
+            t if is_nested(t) => {
+                if owned {
+                    Adj::A(v.clone())
+                } else {
+                    let n = self.emit(out, "n", call(Builtin::Len, std::slice::from_ref(v), Type::Int));
+                    Adj::A(self.build_rows(out, &n, v, Some(v)))
+                }
+            }
             Type::Tuple(ts) => {
                 let mut cs = Vec::new();
                 for i in 0..ts.len() {
@@ -1173,6 +1216,103 @@ impl Ad<'_, '_> {
 
     fn set_acc(&mut self, a: &E, v: E) {
         self.adj.insert(local(a).unwrap(), Adj::A(v));
+    }
+
+    /// The row `(x, i)` the array atom `a` is (a read `x.[i]` of a nested array, or a copy).
+    fn row_of(&self, a: &E) -> Option<(E, E)> {
+        self.rows.get(&local(a)?).cloned()
+    }
+
+    /// a.[j] += g in a's adjoint (rule 5 on the read `a.[j]`: O(1), in place).
+    fn add_at(&mut self, out: &mut Vec<Bind>, a: &E, j: &E, g: E) -> R<()> {
+        if !self.is_active(a) {
+            return Ok(());
+        }
+        if let Some((x, i)) = self.row_of(a) {
+            let acc = self.acc(out, &x)?;
+            let v = self.emit(out, "d", call(Builtin::AccAdd2, &[acc, i, j.clone(), g], x.ty.clone()));
+            self.set_acc(&x, v);
+            return Ok(());
+        }
+        let acc = self.acc(out, a)?;
+        let v = self.emit(out, "d", call(Builtin::AccAdd, &[acc, j.clone(), g], a.ty.clone()));
+        self.set_acc(a, v);
+        Ok(())
+    }
+
+    /// a += g·1 in a's adjoint.
+    fn add_all(&mut self, out: &mut Vec<Bind>, a: &E, g: E) -> R<()> {
+        if !self.is_active(a) {
+            return Ok(());
+        }
+        if let Some((x, i)) = self.row_of(a) {
+            let acc = self.acc(out, &x)?;
+            let v = self.emit(out, "d", call(Builtin::AccRowAll, &[acc, i, g], x.ty.clone()));
+            self.set_acc(&x, v);
+            return Ok(());
+        }
+        let acc = self.acc(out, a)?;
+        let v = self.emit(out, "d", call(Builtin::AccAddAll, &[acc, g], a.ty.clone()));
+        self.set_acc(a, v);
+        Ok(())
+    }
+
+    /// a += s·y in a's adjoint (`a`, `y` of type `Array Real`).
+    fn add_axpy(&mut self, out: &mut Vec<Bind>, a: &E, s: E, y: E) -> R<()> {
+        if !self.is_active(a) {
+            return Ok(());
+        }
+        if let Some((x, i)) = self.row_of(a) {
+            let acc = self.acc(out, &x)?;
+            let v = self.emit(out, "d", call(Builtin::AccRow, &[acc, i, s, y], x.ty.clone()));
+            self.set_acc(&x, v);
+            return Ok(());
+        }
+        let acc = self.acc(out, a)?;
+        let v = self.emit(out, "d", call(Builtin::AccAxpy, &[acc, s, y], a.ty.clone()));
+        self.set_acc(a, v);
+        Ok(())
+    }
+
+    /// `build n (λi. zeros' (len p.[i]))`, or with `copy`, `build n (λi. accAxpy' (zeros' (len
+    /// p.[i])) 1.0 copy.[i])`: a nested accumulator of p's shape, each row a fresh array.
+    fn build_rows(&mut self, out: &mut Vec<Bind>, n: &E, p: &E, copy: Option<&E>) -> E {
+        let row_ty = Type::array(Type::Real);
+        let iid = self.t.fresh();
+        let iv = var(iid, &"i".into(), &Type::Int);
+        let mut bo = Vec::new();
+        let r = self.t.bind(&mut bo, "r", index(p, &iv));
+        let m = self.t.bind(&mut bo, "m", call(Builtin::Len, &[r], Type::Int));
+        let z = call(Builtin::Zeros, &[m], row_ty.clone());
+        let row = match copy {
+            None => z,
+            Some(c) => {
+                let z = self.t.bind(&mut bo, "z", z);
+                let y = self.t.bind(&mut bo, "y", index(c, &iv));
+                call(Builtin::AccAxpy, &[z, real(1.0), y], row_ty.clone())
+            }
+        };
+        let f = lam(iid, &"i".into(), &Type::Int, lets(bo, row));
+        self.emit(out, "dz", call(Builtin::Build, &[n.clone(), f], p.ty.clone()))
+    }
+
+    /// The nested accumulator `a` plus `b`, row by row in place:
+    /// `(iterate' (len b) (λs. (s.0 + 1, accRow' s.1 s.0 1.0 b.[s.0])) (0, a)).1`.
+    fn add_rows(&mut self, out: &mut Vec<Bind>, a: E, b: &E) -> E {
+        let ty = a.ty.clone();
+        let n = self.emit(out, "n", call(Builtin::Len, std::slice::from_ref(b), Type::Int));
+        let sty = Type::tuple(vec![Type::Int, ty.clone()]);
+        let sid = self.t.fresh();
+        let s = var(sid, &"s".into(), &sty);
+        let mut bo = Vec::new();
+        let k = self.t.bind(&mut bo, "k", proj(&s, 0));
+        let acc = self.t.bind(&mut bo, "acc", proj(&s, 1));
+        let row = self.t.bind(&mut bo, "row", index(b, &k));
+        let acc2 = self.t.bind(&mut bo, "acc", call(Builtin::AccRow, &[acc, k.clone(), real(1.0), row], ty.clone()));
+        let k1 = self.t.bind(&mut bo, "k", bin(BinOp::Add, &k, &int(1), Type::Int));
+        let step = lam(sid, &"s".into(), &sty, lets(bo, tuple(vec![k1, acc2])));
+        let r = self.emit(out, "r", call(Builtin::RevIterate, &[n, step, tuple(vec![int(0), a])], sty));
+        self.emit(out, "d", proj(&r, 1))
     }
 
     /// The reverse rule of one binding `z = rhs` whose adjoint is `g`.
@@ -1212,22 +1352,31 @@ impl Ad<'_, '_> {
                 self.prim(out, Prim::Op(*op), &[a.clone(), c.clone()], &g, &z)
             }
             // `x.[i]`: the transpose of a read is an O(1) accumulation into x's adjoint buffer.
-            ExprKind::Index(a, i) => {
-                let Adj::R(g) = g else { return self.err("a gradient through an array of arrays or tuples") };
-                if !self.is_active(a) {
-                    return Ok(());
+            ExprKind::Index(a, i) => match g {
+                Adj::R(g) => self.add_at(out, a, i, g),
+                // A row of a nested array whose adjoint was held apart: added into row i of a's.
+                Adj::A(g) if is_nested(&a.ty) => {
+                    if !self.is_active(a) {
+                        return Ok(());
+                    }
+                    let acc = self.acc(out, a)?;
+                    let v = self.emit(out, "d", call(Builtin::AccRow, &[acc, i.clone(), real(1.0), g], a.ty.clone()));
+                    self.set_acc(a, v);
+                    Ok(())
                 }
-                let acc = self.acc(out, a)?;
-                let v = self.emit(out, "d", call(Builtin::AccAdd, &[acc, i.clone(), g], a.ty.clone()));
-                self.set_acc(a, v);
-                Ok(())
-            }
+                _ => self.err("a gradient through an array of tuples"),
+            },
             ExprKind::Array(xs) => {
-                let Adj::A(v) = g else { return self.err("an array literal of arrays or tuples") };
+                let Adj::A(v) = g else { return self.err("an array literal of tuples") };
+                let nested = is_nested(&v.ty);
+                if !nested && !matches!(&v.ty, Type::Array(e) if **e == Type::Real) {
+                    return self.err(format!("an array literal of type {}", v.ty));
+                }
                 for (k, x) in xs.iter().enumerate() {
                     if self.is_active(x) {
+                        // Row k of the nested accumulator is read once: it moves to x.
                         let c = self.emit(out, "d", index(&v, &int(k as i64)));
-                        self.add(out, x, Adj::R(c))?;
+                        self.add(out, x, if nested { Adj::A(c) } else { Adj::R(c) })?;
                     }
                 }
                 Ok(())
@@ -1287,19 +1436,12 @@ impl Ad<'_, '_> {
             // sum: the transpose of Σ broadcasts the adjoint.
             B::Sum => {
                 let Adj::R(g) = g else { return self.err("`sum` of arrays") };
-                let acc = self.acc(out, &args[0])?;
-                let v = self.emit(out, "d", call(B::AccAddAll, &[acc, g], args[0].ty.clone()));
-                self.set_acc(&args[0], v);
-                Ok(())
+                self.add_all(out, &args[0], g)
             }
             B::Dot => {
                 let Adj::R(g) = g else { return self.err("`dot` of arrays") };
                 for (a, other) in [(&args[0], &args[1]), (&args[1], &args[0])] {
-                    if self.is_active(a) {
-                        let acc = self.acc(out, a)?;
-                        let v = self.emit(out, "d", call(B::AccAxpy, &[acc, g.clone(), other.clone()], a.ty.clone()));
-                        self.set_acc(a, v);
-                    }
+                    self.add_axpy(out, a, g.clone(), other.clone())?;
                 }
                 Ok(())
             }
@@ -1331,12 +1473,7 @@ impl Ad<'_, '_> {
                             let c = self.emit(out, "d", call(B::Dot, &[gz.clone(), args[2].clone()], Type::Real));
                             self.add(out, &args[1], Adj::R(c))?;
                         }
-                        if self.is_active(&args[2]) {
-                            let acc = self.acc(out, &args[2])?;
-                            let ty = args[2].ty.clone();
-                            let v = self.emit(out, "d", call(B::AccAxpy, &[acc, args[1].clone(), gz.clone()], ty));
-                            self.set_acc(&args[2], v);
-                        }
+                        self.add_axpy(out, &args[2], args[1].clone(), gz.clone())?;
                     }
                     // tapeSet' T i v overwrites element i: v gets its adjoint, T the rest.
                     _ => {
@@ -1355,16 +1492,49 @@ impl Ad<'_, '_> {
                 }
                 self.add(out, &args[0], Adj::A(gz))
             }
+            // The nested accumulators' builtins, linear in A like the others: the other arguments
+            // read row i of the adjoint, which then moves to A (rule 5 on each linear map).
+            B::AccAdd2 | B::AccRow | B::AccRowAll => {
+                let Adj::A(gz) = g else { return self.err(format!("a gradient through `{}`", b.name())) };
+                let row = self.emit(out, "d", index(&gz, &args[1]));
+                match b {
+                    // accAdd2' A i j v = A + v·e_ij: v gets the (i, j) adjoint.
+                    B::AccAdd2 => {
+                        if self.is_active(&args[3]) {
+                            let c = self.emit(out, "d", index(&row, &args[2]));
+                            self.add(out, &args[3], Adj::R(c))?;
+                        }
+                    }
+                    // accRowAll' A i s = A + s·(e_i ⊗ 1): s gets the sum of row i.
+                    B::AccRowAll => {
+                        if self.is_active(&args[2]) {
+                            let c = self.emit(out, "d", call(B::Sum, std::slice::from_ref(&row), Type::Real));
+                            self.add(out, &args[2], Adj::R(c))?;
+                        }
+                    }
+                    // accRow' A i s y = A + s·(e_i ⊗ y), bilinear in s and y.
+                    _ => {
+                        if self.is_active(&args[2]) {
+                            let c = self.emit(out, "d", call(B::Dot, &[row.clone(), args[3].clone()], Type::Real));
+                            self.add(out, &args[2], Adj::R(c))?;
+                        }
+                        self.add_axpy(out, &args[3], args[2].clone(), row)?;
+                    }
+                }
+                self.add(out, &args[0], Adj::A(gz))
+            }
             B::Fold | B::Iterate | B::RevIterate | B::While => self.rev_fold(out, z, g),
             _ => self.err(format!("a gradient through `{}`", b.name())),
         }
     }
 
     /// The λ an atom denotes (a let-bound λ in scope).
-    fn lam_of(&self, f: &E) -> R<E> {
+    fn lam_of(&mut self, f: &E) -> R<E> {
         let f = strip(f);
         match &f.kind {
             ExprKind::Lam(..) => Ok(f.clone()),
+            // A builtin (`map sum rows`) or a definition: its η-expansion, or its λ.
+            ExprKind::Var(_, VarRef::Builtin(_) | VarRef::Global(_)) => self.t.resolve(f),
             ExprKind::Var(_, VarRef::Local(id)) => match self.lams.get(id) {
                 Some(l) => Ok(l.clone()),
                 None => self.err("a loop over a function not known at compile time"),
@@ -1391,7 +1561,11 @@ impl Ad<'_, '_> {
                             work.push(l.clone());
                         }
                     }
-                    Some(_) => out.push(id),
+                    // A row's adjoint lives in its nested array's: that one is carried.
+                    Some(_) => match self.rows.get(&id) {
+                        Some((x, _)) => work.push(x.clone()),
+                        None => out.push(id),
+                    },
                     None => {}
                 }
             }
@@ -1549,7 +1723,7 @@ impl Ad<'_, '_> {
     /// `map f xs`, `zipWith f xs ys`, `build n f`: elementwise; the reverse loop recomputes each
     /// element's primal and runs the body's reverse with the element of the result's adjoint.
     fn rev_elementwise(&mut self, out: &mut Vec<Bind>, b: Builtin, args: &[E], z: &E, g: Adj) -> R<()> {
-        let Adj::A(gz) = g else { return self.err("a gradient through an array of arrays or tuples") };
+        let Adj::A(gz) = g else { return self.err("a gradient through an array of tuples") };
         let (f, arrays): (&E, Vec<E>) = match b {
             Builtin::Map => (&args[0], vec![args[1].clone()]),
             Builtin::ZipWith => (&args[0], vec![args[1].clone(), args[2].clone()]),
@@ -1583,7 +1757,9 @@ impl Ad<'_, '_> {
             binds.extend(bb);
             ad.forward(bo, &binds)?;
             let gi = ad.emit(bo, "g", index(&gz, i));
-            ad.seed_and_reverse(bo, &binds, &res, Some(Adj::R(gi)))?;
+            // Row i of a nested accumulator is read once: it moves to the element.
+            let gi = if is_nested(&gz.ty) { Adj::A(gi) } else { Adj::R(gi) };
+            ad.seed_and_reverse(bo, &binds, &res, Some(gi))?;
             Ok(vec![])
         })?;
         self.run_loop(out, &n, lam_rev, &carried, vec![])?;
@@ -1895,7 +2071,18 @@ fn builtin_allocates(b: Builtin) -> bool {
     // The Real primitives of the rule table, and these, return scalars or update in place.
     let scalar_or_in_place = matches!(
         b,
-        B::ToReal | B::Len | B::Sum | B::Dot | B::AccAdd | B::AccAddAll | B::AccAxpy | B::TapeSet | B::CtCheck
+        B::ToReal
+            | B::Len
+            | B::Sum
+            | B::Dot
+            | B::AccAdd
+            | B::AccAddAll
+            | B::AccAxpy
+            | B::TapeSet
+            | B::CtCheck
+            | B::AccAdd2
+            | B::AccRow
+            | B::AccRowAll
     );
     !(rules::is_real_prim(Prim::Builtin(b)) || scalar_or_in_place)
 }
