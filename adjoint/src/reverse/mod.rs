@@ -15,7 +15,9 @@
 //!   binding's adjoint (rule 5 on the linear map of the binding, the partials from
 //!   `crate::rules`). Scalar adjoints are SSA sums; array adjoints are uniquely owned accumulators
 //!   updated in place (`accAdd'` for `x.[i]`: O(1)); tuple adjoints are tuples of component
-//!   adjoints known at compile time.
+//!   adjoints known at compile time. The adjoint of an `Array (Array Real)` is a nested
+//!   accumulator (distinct row accumulators); a row read `x.[i]` has no adjoint of its own, its
+//!   uses add straight into row `i` (`accAdd2'`, `accRow'`, `accRowAll'`: `x.[i].[j]` is O(1)).
 //! - **Symbolic zeros**: an absent adjoint is zero and emits nothing. **Activity**: a binding
 //!   whose type is discrete or that does not depend on the input gets no adjoint.
 //! - **Loops**: the reverse of `map`/`zipWith`/`build`/`fold`/`iterate` is an `iterate` over the
