@@ -663,8 +663,30 @@ impl<'m> Transform<'m> {
             (Type::Array(_), Type::Array(_)) => {
                 let n = self.bind(out, "n", call(Builtin::Len, std::slice::from_ref(y), Type::Int));
                 let m = self.bind(out, "m", call(Builtin::Len, std::slice::from_ref(c), Type::Int));
-                let chk = at_span(call(Builtin::CtCheck, &[n, m, int(path)], Type::Unit), self.span);
+                let chk = at_span(call(Builtin::CtCheck, &[n.clone(), m, int(path)], Type::Unit), self.span);
                 self.bind(out, "chk", chk);
+                if is_nested(&y.ty) && is_nested(&c.ty) {
+                    // Each row too, its number in the path (the outer lengths are equal by now):
+                    // iterate' n (λs. (s.0 + 1, ctCheck' (len y.[s.0]) (len c.[s.0]) (path + (s.0 + 1)·2³²))) (0, ()).
+                    let sty = Type::tuple(vec![Type::Int, Type::Unit]);
+                    let sid = self.fresh();
+                    let s = var(sid, &"s".into(), &sty);
+                    let mut bo = Vec::new();
+                    let k = self.bind(&mut bo, "k", proj(&s, 0));
+                    let k1 = self.bind(&mut bo, "k", bin(BinOp::Add, &k, &int(1), Type::Int));
+                    let yr = self.bind(&mut bo, "y", index(y, &k));
+                    let cr = self.bind(&mut bo, "c", index(c, &k));
+                    let a = self.bind(&mut bo, "n", call(Builtin::Len, &[yr], Type::Int));
+                    let b = self.bind(&mut bo, "m", call(Builtin::Len, &[cr], Type::Int));
+                    let row = self.bind(&mut bo, "p", bin(BinOp::Mul, &k1, &int(1 << 32), Type::Int));
+                    let p = self.bind(&mut bo, "p", bin(BinOp::Add, &row, &int(path), Type::Int));
+                    let chk = at_span(call(Builtin::CtCheck, &[a, b, p], Type::Unit), self.span);
+                    let chk = self.bind(&mut bo, "chk", chk);
+                    let step = lam(sid, &"s".into(), &sty, lets(bo, tuple(vec![k1, chk])));
+                    let unit = mk(ExprKind::Lit(Lit::Unit), Type::Unit);
+                    let init = tuple(vec![int(0), unit]);
+                    self.bind(out, "chk", call(Builtin::RevIterate, &[n, step, init], sty));
+                }
             }
             (Type::Tuple(ts), Type::Tuple(_)) => {
                 for i in 0..ts.len() {

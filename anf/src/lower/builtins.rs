@@ -271,12 +271,18 @@ impl Lowerer<'_> {
                 LVal::Word(a)
             }
             B::CtCheck => {
+                // `path`: the tuple components, and from bit COTANGENT_ROW_SHIFT up the row (plus
+                // one) of a nested array; the row goes to the second payload (ir::TrapCode).
                 let (n, m, path) = (w(0)?, w(1)?, w(2)?);
                 let differ = self.b().icmp(Cmp::Ne, n, m);
+                let rows = self.b().iconst(1 << ir::COTANGENT_ROW_SHIFT);
+                let comp = self.b().binary(BinaryOp::Srem, path, rows);
+                let row = self.b().binary(BinaryOp::Isub, path, comp);
                 let shift = self.b().iconst(1 << ir::COTANGENT_PATH_SHIFT);
-                let hi = self.b().binary(BinaryOp::Imul, path, shift);
+                let hi = self.b().binary(BinaryOp::Imul, comp, shift);
                 let a = self.b().binary(BinaryOp::Iadd, n, hi);
-                self.fail_if(differ, TrapCode::CotangentLength, site, a, m);
+                let b2 = self.b().binary(BinaryOp::Iadd, m, row);
+                self.fail_if(differ, TrapCode::CotangentLength, site, a, b2);
                 LVal::Unit
             }
             B::AccAdd2 | B::AccRow | B::AccRowAll => {

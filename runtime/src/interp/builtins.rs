@@ -367,8 +367,12 @@ fn reverse_internal(b: Builtin, mut args: Vec<Value>, span: Span) -> EvalResult 
         B::CtCheck => {
             let (n, m, path) = (int(&args[0], span)?, int(&args[1], span)?, int(&args[2], span)?);
             if n != m {
-                let a = n + (path << anf::ir::COTANGENT_PATH_SHIFT);
-                return Err(Diagnostic::error(span, anf::ir::TrapCode::CotangentLength.message(a, m)));
+                use anf::ir::{COTANGENT_PATH_SHIFT, COTANGENT_ROW_SHIFT};
+                // `path`: the tuple components, and above them the row (plus one) of a nested array.
+                let (row, path) = (path >> COTANGENT_ROW_SHIFT, path & ((1 << COTANGENT_ROW_SHIFT) - 1));
+                let a = n + (path << COTANGENT_PATH_SHIFT);
+                let b = m + (row << COTANGENT_ROW_SHIFT);
+                return Err(Diagnostic::error(span, anf::ir::TrapCode::CotangentLength.message(a, b)));
             }
             Value::Unit
         }
