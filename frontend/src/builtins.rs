@@ -114,7 +114,9 @@ builtins! {
     // Internal: compiled reverse mode's accumulators and tapes (adjoint::reverse). Each returns its
     // array argument updated in place: the transform only passes an array that nothing else uses.
     Zeros = "zeros'" : "Int -> Array Real";
-    AccAdd = "accAdd'" : "Array Real -> Int -> Real -> Array Real";
+    // `accAdd' A i v`: v added to A.[i] (a Real, or a tuple of Reals whose discrete components
+    // are left as they are: the accumulator of an array of tuples).
+    AccAdd = "accAdd'" : "Array 'a -> Int -> 'a -> Array 'a";
     AccAddAll = "accAddAll'" : "Array Real -> Real -> Array Real";
     AccAxpy = "accAxpy'" : "Array Real -> Real -> Array Real -> Array Real";
     TapeNew = "tape'" : "Int -> Array 'a";

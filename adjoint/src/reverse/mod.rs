@@ -18,6 +18,7 @@
 //!   adjoints known at compile time. The adjoint of an `Array (Array Real)` is a nested
 //!   accumulator (distinct row accumulators); a row read `x.[i]` has no adjoint of its own, its
 //!   uses add straight into row `i` (`accAdd2'`, `accRow'`, `accRowAll'`: `x.[i].[j]` is O(1)).
+//!   An array of tuples of Reals has an accumulator of its own type (`accAdd'` adds a tuple).
 //! - **Symbolic zeros**: an absent adjoint is zero and emits nothing. **Activity**: a binding
 //!   whose type is discrete or that does not depend on the input gets no adjoint.
 //! - **Loops**: the reverse of `map`/`zipWith`/`build`/`fold`/`iterate` is an `iterate` over the
@@ -984,12 +985,28 @@ fn is_nested(t: &Type) -> bool {
     matches!(t, Type::Array(e) if matches!(&**e, Type::Array(r) if **r == Type::Real))
 }
 
+/// A tuple of Reals and discrete values without arrays (nested tuples too): an array of them has
+/// an accumulator of its own type, updated element by element (`accAdd'` adds a tuple's Reals).
+fn is_flat_tuple(t: &Type) -> bool {
+    match t {
+        Type::Tuple(ts) => {
+            ts.iter().all(|t| *t == Type::Real || (t.is_discrete() && !holds_array(t)) || is_flat_tuple(t))
+        }
+        _ => false,
+    }
+}
+
+/// `Array t` with `t` a tuple of Reals and discrete values ([`is_flat_tuple`]).
+fn is_tuple_array(t: &Type) -> bool {
+    matches!(t, Type::Array(e) if is_flat_tuple(e) && !e.is_discrete())
+}
+
 /// Is the adjoint of a value of type `t` one the transform represents?
 fn differentiable(t: &Type) -> bool {
     match t {
         Type::Real => true,
         Type::Tuple(ts) => ts.iter().all(|t| t.is_discrete() || differentiable(t)),
-        Type::Array(e) => **e == Type::Real || e.is_discrete() || is_nested(t),
+        Type::Array(e) => **e == Type::Real || e.is_discrete() || is_nested(t) || is_tuple_array(t),
         t => t.is_discrete(),
     }
 }
@@ -1112,7 +1129,7 @@ impl Ad<'_, '_> {
     fn merge(&mut self, out: &mut Vec<Bind>, x: Adj, y: Adj) -> R<Adj> {
         Ok(match (x, y) {
             (Adj::R(a), Adj::R(b)) => Adj::R(self.emit(out, "d", rbin(BinOp::Add, &a, &b))),
-            (Adj::A(a), Adj::A(b)) if is_nested(&a.ty) => Adj::A(self.add_rows(out, a, &b)),
+            (Adj::A(a), Adj::A(b)) if is_nested(&a.ty) || is_tuple_array(&a.ty) => Adj::A(self.add_rows(out, a, &b)),
             (Adj::A(a), Adj::A(b)) => {
                 Adj::A(self.emit(out, "d", call(Builtin::AccAxpy, &[a.clone(), real(1.0), b], a.ty.clone())))
             }
@@ -1172,6 +1189,12 @@ impl Ad<'_, '_> {
                 } else if is_nested(ty) {
                     // A nested accumulator of the primal's shape: distinct zero rows.
                     self.build_rows(out, &n, primal, None)
+                } else if is_tuple_array(ty) {
+                    // build n (λi. (0.0, …)): an accumulator of tuples.
+                    let Some(z) = zero_point(e) else { return self.err(format!("a zero adjoint of type {ty}")) };
+                    let id = self.t.fresh();
+                    let f = lam(id, &"i".into(), &Type::Int, z);
+                    self.emit(out, "dz", call(Builtin::Build, &[n, f], ty.clone()))
                 } else if e.is_discrete() && !holds_array(e) {
                     let id = self.t.fresh();
                     let z = self.zero(out, e, &real(0.0))?;
@@ -1201,6 +1224,18 @@ impl Ad<'_, '_> {
                     let n = self.emit(out, "n", call(Builtin::Len, std::slice::from_ref(v), Type::Int));
                     let z = self.emit(out, "dz", call(Builtin::Zeros, &[n], ty.clone()));
                     Adj::A(self.emit(out, "d", call(Builtin::AccAxpy, &[z, real(1.0), v.clone()], ty.clone())))
+                }
+            }
+            t if is_tuple_array(t) => {
+                if owned {
+                    Adj::A(v.clone())
+                } else {
+                    // A copy: build n (λi. v.[i]).
+                    let n = self.emit(out, "n", call(Builtin::Len, std::slice::from_ref(v), Type::Int));
+                    let id = self.t.fresh();
+                    let iv = var(id, &"i".into(), &Type::Int);
+                    let f = lam(id, &"i".into(), &Type::Int, index(v, &iv));
+                    Adj::A(self.emit(out, "d", call(Builtin::Build, &[n, f], t.clone())))
                 }
             }
             t if is_nested(t) => {
@@ -1321,7 +1356,8 @@ impl Ad<'_, '_> {
     }
 
     /// The nested accumulator `a` plus `b`, row by row in place:
-    /// `(iterate' (len b) (λs. (s.0 + 1, accRow' s.1 s.0 1.0 b.[s.0])) (0, a)).1`.
+    /// `(iterate' (len b) (λs. (s.0 + 1, accRow' s.1 s.0 1.0 b.[s.0])) (0, a)).1` (`accAdd'` of
+    /// each element for an array of tuples).
     fn add_rows(&mut self, out: &mut Vec<Bind>, a: E, b: &E) -> E {
         let ty = a.ty.clone();
         let n = self.emit(out, "n", call(Builtin::Len, std::slice::from_ref(b), Type::Int));
@@ -1332,7 +1368,12 @@ impl Ad<'_, '_> {
         let k = self.t.bind(&mut bo, "k", proj(&s, 0));
         let acc = self.t.bind(&mut bo, "acc", proj(&s, 1));
         let row = self.t.bind(&mut bo, "row", index(b, &k));
-        let acc2 = self.t.bind(&mut bo, "acc", call(Builtin::AccRow, &[acc, k.clone(), real(1.0), row], ty.clone()));
+        let acc2 = if is_nested(&ty) {
+            call(Builtin::AccRow, &[acc, k.clone(), real(1.0), row], ty.clone())
+        } else {
+            call(Builtin::AccAdd, &[acc, k.clone(), row], ty.clone())
+        };
+        let acc2 = self.t.bind(&mut bo, "acc", acc2);
         let k1 = self.t.bind(&mut bo, "k", bin(BinOp::Add, &k, &int(1), Type::Int));
         let step = lam(sid, &"s".into(), &sty, lets(bo, tuple(vec![k1, acc2])));
         let r = self.emit(out, "r", call(Builtin::RevIterate, &[n, step, tuple(vec![int(0), a])], sty));
@@ -1388,19 +1429,25 @@ impl Ad<'_, '_> {
                     self.set_acc(a, v);
                     Ok(())
                 }
-                _ => self.err("a gradient through an array of tuples"),
+                // An element of an array of tuples: the tuple (zeros where absent) added in place.
+                Adj::T(cs) if is_tuple_array(&a.ty) => {
+                    let et = z.ty.clone();
+                    let v = self.materialize(out, Some(Adj::T(cs)), &et, &z)?;
+                    let v = self.emit(out, "d", v);
+                    self.add_at(out, a, i, v)
+                }
+                _ => self.err(format!("a gradient through an element of {}", a.ty)),
             },
             ExprKind::Array(xs) => {
-                let Adj::A(v) = g else { return self.err("an array literal of tuples") };
-                let nested = is_nested(&v.ty);
-                if !nested && !matches!(&v.ty, Type::Array(e) if **e == Type::Real) {
-                    return self.err(format!("an array literal of type {}", v.ty));
-                }
+                let Adj::A(v) = g else { return self.err(format!("an array literal of type {}", z.ty)) };
                 for (k, x) in xs.iter().enumerate() {
                     if self.is_active(x) {
-                        // Row k of the nested accumulator is read once: it moves to x.
+                        // Element k of the accumulator (a row of a nested one is read once: it
+                        // moves to x).
                         let c = self.emit(out, "d", index(&v, &int(k as i64)));
-                        self.add(out, x, if nested { Adj::A(c) } else { Adj::R(c) })?;
+                        if let Some(a) = self.decompose(out, &c, true)? {
+                            self.add(out, x, a)?;
+                        }
                     }
                 }
                 Ok(())
@@ -1481,7 +1528,9 @@ impl Ad<'_, '_> {
                     B::AccAdd => {
                         if self.is_active(&args[2]) {
                             let c = self.emit(out, "d", index(&gz, &args[1]));
-                            self.add(out, &args[2], Adj::R(c))?;
+                            if let Some(a) = self.decompose(out, &c, true)? {
+                                self.add(out, &args[2], a)?;
+                            }
                         }
                     }
                     // accAddAll' A s = A + s·1: s gets the sum of the adjoint.
@@ -1501,16 +1550,19 @@ impl Ad<'_, '_> {
                     }
                     // tapeSet' T i v overwrites element i: v gets its adjoint, T the rest.
                     _ => {
-                        if args[2].ty != Type::Real {
-                            return self.err("a gradient through a tape of tuples");
-                        }
-                        let c = self.emit(out, "d", index(&gz, &args[1]));
+                        let et = args[2].ty.clone();
+                        let Some(zero) = zero_point(&et).filter(|_| et == Type::Real || is_flat_tuple(&et)) else {
+                            return self.err(format!("a gradient through a tape of {et}"));
+                        };
                         if self.is_active(&args[2]) {
-                            self.add(out, &args[2], Adj::R(c.clone()))?;
+                            let c = self.emit(out, "d", index(&gz, &args[1]));
+                            if let Some(a) = self.decompose(out, &c, true)? {
+                                self.add(out, &args[2], a)?;
+                            }
                         }
-                        let minus = self.emit(out, "d", mk(ExprKind::Neg(c), Type::Real));
+                        // The element overwritten gets no adjoint: zeroed in place.
                         let gz2 =
-                            self.emit(out, "d", call(B::AccAdd, &[gz, args[1].clone(), minus], args[0].ty.clone()));
+                            self.emit(out, "d", call(B::TapeSet, &[gz, args[1].clone(), zero], args[0].ty.clone()));
                         return self.add(out, &args[0], Adj::A(gz2));
                     }
                 }
@@ -1782,8 +1834,8 @@ impl Ad<'_, '_> {
             ad.forward(bo, &binds)?;
             let gi = ad.emit(bo, "g", index(&gz, i));
             // Row i of a nested accumulator is read once: it moves to the element.
-            let gi = if is_nested(&gz.ty) { Adj::A(gi) } else { Adj::R(gi) };
-            ad.seed_and_reverse(bo, &binds, &res, Some(gi))?;
+            let gi = ad.decompose(bo, &gi, true)?;
+            ad.seed_and_reverse(bo, &binds, &res, gi)?;
             Ok(vec![])
         })?;
         self.run_loop(out, &n, lam_rev, &carried, vec![])?;

@@ -262,9 +262,16 @@ impl Lowerer<'_> {
                 }
                 let addr = self.b().elem_addr(a, i, stride(&et));
                 if b == B::AccAdd {
-                    let old = self.b().load(ir::Type::F64, addr, 0);
-                    let new = self.b().binary(BinaryOp::Fadd, old, w(2)?);
-                    self.b().store(new, addr, 0);
+                    // A Real, or each Real word of a tuple (the others are discrete: left).
+                    let words = self.materialize(&args[2])?;
+                    for (j, (wt, x)) in flat(&et).into_iter().zip(words).enumerate() {
+                        if wt == ir::Type::F64 {
+                            let off = 8 * j as i32;
+                            let old = self.b().load(ir::Type::F64, addr, off);
+                            let new = self.b().binary(BinaryOp::Fadd, old, x);
+                            self.b().store(new, addr, off);
+                        }
+                    }
                 } else {
                     self.store_value(&args[2], addr, 0)?;
                 }

@@ -378,11 +378,21 @@ fn reverse_internal(b: Builtin, mut args: Vec<Value>, span: Span) -> EvalResult 
         }
         B::TapeNew => return filled(&args[0], Value::Unit),
         B::AccAdd => {
-            let (i, g) = (int(&args[1], span)?, real(&args[2], span)?);
+            // A Real, or a tuple's Real components (its discrete ones are left).
+            fn plus(x: &Value, g: &Value, span: Span) -> EvalResult {
+                Ok(match (x, g) {
+                    (Value::Real(a), Value::Real(b)) => Value::Real(a + b),
+                    (Value::Tuple(xs), Value::Tuple(gs)) => Value::tuple(
+                        xs.iter().zip(gs.iter()).map(|(x, g)| plus(x, g, span)).collect::<EvalResult<_>>()?,
+                    ),
+                    (x, _) => x.clone(),
+                })
+            }
+            let i = int(&args[1], span)?;
             let mut a = take(&mut args)?;
             let v = Rc::make_mut(&mut a);
             let k = slot(v, i)?;
-            v[k] = Value::Real(real(&v[k], span)? + g);
+            v[k] = plus(&v[k], &args[2], span)?;
             Value::Array(a)
         }
         B::AccAddAll => {
