@@ -11,7 +11,7 @@
 //! reducer's within 1e-9 relative (NaN matching NaN), and the engine must not fall back to the
 //! interpreter. Errors must be identical.
 //!
-//! A second test draws 150 programs (`NABLA_REV_PROGRAMS` halved) over `Array (Array Real)` and
+//! A second test draws 150 programs (or `NABLA_REV_PROGRAMS`) over `Array (Array Real)` and
 //! arrays of tuples `(Int, Real, …)` inputs: entries `m.[i].[j]`, `map`/`fold` over rows, rows
 //! rebuilt and put in literals, rows captured by loops, `dot` of rows, `vjp` with a nested
 //! cotangent, a loop carrying a nested array, nested gradients (within 1e-9 of the result's
