@@ -869,6 +869,7 @@ impl<'m> Transform<'m> {
             tys: FxHashMap::default(),
             loops: FxHashMap::default(),
             rows: FxHashMap::default(),
+            lens: FxHashMap::default(),
         };
         ad.tys.insert(xid, ("x".into(), x.ty.clone()));
         if !x.ty.is_discrete() {
@@ -977,6 +978,10 @@ struct Ad<'a, 'm> {
     /// goes straight into row `i` of x's accumulator (`accAdd2'`, `accRow'`, `accRowAll'`), so a
     /// read `x.[i].[j]` costs O(1) in the reverse phase.
     rows: FxHashMap<LocalId, (E, E)>,
+    /// Arrays made by `build n f` (the atom `n`) or `map f xs`/`zipWith f xs ys` (`len xs`): a zero
+    /// adjoint takes its length from there, so a loop body recomputed for its reverse need not
+    /// rebuild the array only to measure it.
+    lens: FxHashMap<LocalId, E>,
 }
 
 /// `Array (Array Real)`: its adjoint is a nested accumulator, an outer array of distinct row
@@ -1057,6 +1062,19 @@ impl Ad<'_, '_> {
             free_locals(rhs, &mut fv);
             let active = !b.ty.is_discrete() && fv.iter().any(|v| self.active.contains(v));
             if active {
+                if let (ExprKind::Var(_, VarRef::Builtin(bi)), [a0, a1, ..]) =
+                    (&anf::anormal::spine(rhs).0.kind, anf::anormal::spine(rhs).1.as_slice())
+                {
+                    match bi {
+                        Builtin::Build => {
+                            self.lens.insert(b.id, (*a0).clone());
+                        }
+                        Builtin::Map | Builtin::ZipWith => {
+                            self.lens.insert(b.id, (*a1).clone());
+                        }
+                        _ => {}
+                    }
+                }
                 match &rhs.kind {
                     ExprKind::Index(x, i) if is_nested(&x.ty) && self.is_active(x) => {
                         self.rows.insert(b.id, (x.clone(), i.clone()));
@@ -1183,7 +1201,7 @@ impl Ad<'_, '_> {
                 tuple(xs)
             }
             Type::Array(e) => {
-                let n = self.emit(out, "n", call(Builtin::Len, std::slice::from_ref(primal), Type::Int));
+                let n = self.len_of(out, primal);
                 if **e == Type::Real {
                     self.emit(out, "dz", call(Builtin::Zeros, &[n], ty.clone()))
                 } else if is_nested(ty) {
@@ -1275,6 +1293,15 @@ impl Ad<'_, '_> {
 
     fn set_acc(&mut self, a: &E, v: E) {
         self.adj.insert(local(a).unwrap(), Adj::A(v));
+    }
+
+    /// `len a`, from the atom `n` of the `build n f` that made `a` when there is one.
+    fn len_of(&mut self, out: &mut Vec<Bind>, a: &E) -> E {
+        match local(a).and_then(|id| self.lens.get(&id).cloned()) {
+            Some(n) if n.ty == Type::Int => n,
+            Some(xs) => self.len_of(out, &xs),
+            None => self.emit(out, "n", call(Builtin::Len, std::slice::from_ref(a), Type::Int)),
+        }
     }
 
     /// The row `(x, i)` the array atom `a` is (a read `x.[i]` of a nested array, or a copy).
