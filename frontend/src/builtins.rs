@@ -114,7 +114,9 @@ builtins! {
     // Internal: compiled reverse mode's accumulators and tapes (adjoint::reverse). Each returns its
     // array argument updated in place: the transform only passes an array that nothing else uses.
     Zeros = "zeros'" : "Int -> Array Real";
-    AccAdd = "accAdd'" : "Array Real -> Int -> Real -> Array Real";
+    // `accAdd' A i v`: v added to A.[i] (a Real, or a tuple of Reals whose discrete components
+    // are left as they are: the accumulator of an array of tuples).
+    AccAdd = "accAdd'" : "Array 'a -> Int -> 'a -> Array 'a";
     AccAddAll = "accAddAll'" : "Array Real -> Real -> Array Real";
     AccAxpy = "accAxpy'" : "Array Real -> Real -> Array Real -> Array Real";
     TapeNew = "tape'" : "Int -> Array 'a";
@@ -126,6 +128,12 @@ builtins! {
     // else the error `vjp: the cotangent does not match…` (`path`: the tuple components it is in,
     // `ir::TrapCode::CotangentLength`).
     CtCheck = "ctCheck'" : "Int -> Int -> Int -> Unit";
+    // Accumulators of `Array (Array Real)` (rows of distinct accumulators, each updated in
+    // place): `accAdd2' A i j v` adds v to A.[i].[j]; `accRow' A i s y` adds s·y to the row
+    // A.[i]; `accRowAll' A i s` adds s to every element of A.[i].
+    AccAdd2 = "accAdd2'" : "Array (Array Real) -> Int -> Int -> Real -> Array (Array Real)";
+    AccRow = "accRow'" : "Array (Array Real) -> Int -> Real -> Array Real -> Array (Array Real)";
+    AccRowAll = "accRowAll'" : "Array (Array Real) -> Int -> Real -> Array (Array Real)";
 }
 
 impl Builtin {

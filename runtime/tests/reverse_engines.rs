@@ -14,6 +14,8 @@ const MUST_COMPILE: &[&str] = &[
     "paper_ex31_pullback",
     "paper_ex31_trace",
     "paper_ex33_anf",
+    "pb_arrays_of_arrays",
+    "pb_kmeans_dir",
     "pb_dual_applied_nested",
     "pb_dual_maps",
     "pb_nested_explicit_array",

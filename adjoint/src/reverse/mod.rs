@@ -15,7 +15,10 @@
 //!   binding's adjoint (rule 5 on the linear map of the binding, the partials from
 //!   `crate::rules`). Scalar adjoints are SSA sums; array adjoints are uniquely owned accumulators
 //!   updated in place (`accAdd'` for `x.[i]`: O(1)); tuple adjoints are tuples of component
-//!   adjoints known at compile time.
+//!   adjoints known at compile time. The adjoint of an `Array (Array Real)` is a nested
+//!   accumulator (distinct row accumulators); a row read `x.[i]` has no adjoint of its own, its
+//!   uses add straight into row `i` (`accAdd2'`, `accRow'`, `accRowAll'`: `x.[i].[j]` is O(1)).
+//!   An array of tuples of Reals has an accumulator of its own type (`accAdd'` adds a tuple).
 //! - **Symbolic zeros**: an absent adjoint is zero and emits nothing. **Activity**: a binding
 //!   whose type is discrete or that does not depend on the input gets no adjoint; the components
 //!   of a tuple a loop carries are active or not by a fixpoint over the loop body, and only the
@@ -675,8 +678,30 @@ impl<'m> Transform<'m> {
             (Type::Array(_), Type::Array(_)) => {
                 let n = self.bind(out, "n", call(Builtin::Len, std::slice::from_ref(y), Type::Int));
                 let m = self.bind(out, "m", call(Builtin::Len, std::slice::from_ref(c), Type::Int));
-                let chk = at_span(call(Builtin::CtCheck, &[n, m, int(path)], Type::Unit), self.span);
+                let chk = at_span(call(Builtin::CtCheck, &[n.clone(), m, int(path)], Type::Unit), self.span);
                 self.bind(out, "chk", chk);
+                if is_nested(&y.ty) && is_nested(&c.ty) {
+                    // Each row too, its number in the path (the outer lengths are equal by now):
+                    // iterate' n (λs. (s.0 + 1, ctCheck' (len y.[s.0]) (len c.[s.0]) (path + (s.0 + 1)·2³²))) (0, ()).
+                    let sty = Type::tuple(vec![Type::Int, Type::Unit]);
+                    let sid = self.fresh();
+                    let s = var(sid, &"s".into(), &sty);
+                    let mut bo = Vec::new();
+                    let k = self.bind(&mut bo, "k", proj(&s, 0));
+                    let k1 = self.bind(&mut bo, "k", bin(BinOp::Add, &k, &int(1), Type::Int));
+                    let yr = self.bind(&mut bo, "y", index(y, &k));
+                    let cr = self.bind(&mut bo, "c", index(c, &k));
+                    let a = self.bind(&mut bo, "n", call(Builtin::Len, &[yr], Type::Int));
+                    let b = self.bind(&mut bo, "m", call(Builtin::Len, &[cr], Type::Int));
+                    let row = self.bind(&mut bo, "p", bin(BinOp::Mul, &k1, &int(1 << 32), Type::Int));
+                    let p = self.bind(&mut bo, "p", bin(BinOp::Add, &row, &int(path), Type::Int));
+                    let chk = at_span(call(Builtin::CtCheck, &[a, b, p], Type::Unit), self.span);
+                    let chk = self.bind(&mut bo, "chk", chk);
+                    let step = lam(sid, &"s".into(), &sty, lets(bo, tuple(vec![k1, chk])));
+                    let unit = mk(ExprKind::Lit(Lit::Unit), Type::Unit);
+                    let init = tuple(vec![int(0), unit]);
+                    self.bind(out, "chk", call(Builtin::RevIterate, &[n, step, init], sty));
+                }
             }
             (Type::Tuple(ts), Type::Tuple(_)) => {
                 for i in 0..ts.len() {
@@ -915,6 +940,8 @@ impl<'m> Transform<'m> {
             alias: FxHashMap::default(),
             tuples: FxHashMap::default(),
             unread: Vec::new(),
+            rows: FxHashMap::default(),
+            lens: FxHashMap::default(),
         };
         ad.tys.insert(xid, ("x".into(), x.ty.clone()));
         if !x.ty.is_discrete() {
@@ -1033,6 +1060,37 @@ struct Ad<'a, 'm> {
     tuples: FxHashMap<LocalId, Vec<E>>,
     /// The components a loop's reverse does not read (see `TAPES_UNREAD`).
     unread: Vec<bool>,
+    /// Rows of nested arrays: `r = x.[i]` with `x : Array (Array Real)` active (and copies of
+    /// such `r`) map to `(x, i)`. Their adjoints are never held apart: every contribution to `r`
+    /// goes straight into row `i` of x's accumulator (`accAdd2'`, `accRow'`, `accRowAll'`), so a
+    /// read `x.[i].[j]` costs O(1) in the reverse phase.
+    rows: FxHashMap<LocalId, (E, E)>,
+    /// Arrays made by `build n f` (the atom `n`) or `map f xs`/`zipWith f xs ys` (`len xs`): a zero
+    /// adjoint takes its length from there, so a loop body recomputed for its reverse need not
+    /// rebuild the array only to measure it.
+    lens: FxHashMap<LocalId, E>,
+}
+
+/// `Array (Array Real)`: its adjoint is a nested accumulator, an outer array of distinct row
+/// accumulators.
+fn is_nested(t: &Type) -> bool {
+    matches!(t, Type::Array(e) if matches!(&**e, Type::Array(r) if **r == Type::Real))
+}
+
+/// A tuple of Reals and discrete values without arrays (nested tuples too): an array of them has
+/// an accumulator of its own type, updated element by element (`accAdd'` adds a tuple's Reals).
+fn is_flat_tuple(t: &Type) -> bool {
+    match t {
+        Type::Tuple(ts) => {
+            ts.iter().all(|t| *t == Type::Real || (t.is_discrete() && !holds_array(t)) || is_flat_tuple(t))
+        }
+        _ => false,
+    }
+}
+
+/// `Array t` with `t` a tuple of Reals and discrete values ([`is_flat_tuple`]).
+fn is_tuple_array(t: &Type) -> bool {
+    matches!(t, Type::Array(e) if is_flat_tuple(e) && !e.is_discrete())
 }
 
 /// Is the adjoint of a value of type `t` one the transform represents?
@@ -1042,7 +1100,7 @@ fn differentiable(t: &Type) -> bool {
         // A function in a tuple is known statically where it is applied (inlining resolves
         // `p.1 x` for a let-bound tuple `p` of λs), so it needs no adjoint of its own.
         Type::Tuple(ts) => ts.iter().all(|t| t.is_discrete() || is_fun(t) || differentiable(t)),
-        Type::Array(e) => **e == Type::Real || e.is_discrete(),
+        Type::Array(e) => **e == Type::Real || e.is_discrete() || is_nested(t) || is_tuple_array(t),
         t => t.is_discrete(),
     }
 }
@@ -1096,12 +1154,40 @@ impl Ad<'_, '_> {
                     let l = self.lams[y].clone();
                     self.lams.insert(b.id, l);
                 }
+                ExprKind::Var(_, VarRef::Builtin(_) | VarRef::Global(_)) if is_fun(&b.ty) => {
+                    if let Ok(l) = self.t.resolve(rhs) {
+                        self.lams.insert(b.id, l);
+                    }
+                }
                 _ => {}
             }
             let mut fv = FxHashSet::default();
             free_locals(rhs, &mut fv);
             let active = !b.ty.is_discrete() && fv.iter().any(|v| self.active.contains(v));
             if active {
+                if let (ExprKind::Var(_, VarRef::Builtin(bi)), [a0, a1, ..]) =
+                    (&anf::anormal::spine(rhs).0.kind, anf::anormal::spine(rhs).1.as_slice())
+                {
+                    match bi {
+                        Builtin::Build => {
+                            self.lens.insert(b.id, (*a0).clone());
+                        }
+                        Builtin::Map | Builtin::ZipWith => {
+                            self.lens.insert(b.id, (*a1).clone());
+                        }
+                        _ => {}
+                    }
+                }
+                match &rhs.kind {
+                    ExprKind::Index(x, i) if is_nested(&x.ty) && self.is_active(x) => {
+                        self.rows.insert(b.id, (x.clone(), i.clone()));
+                    }
+                    ExprKind::Var(_, VarRef::Local(y)) if self.rows.contains_key(y) => {
+                        let r = self.rows[y].clone();
+                        self.rows.insert(b.id, r);
+                    }
+                    _ => {}
+                }
                 self.active.insert(b.id);
                 if let (ExprKind::Var(_, VarRef::Local(x)), false) = (&rhs.kind, is_fun(&b.ty)) {
                     let r = self.root(*x);
@@ -1153,6 +1239,13 @@ impl Ad<'_, '_> {
         if is_fun(&y.ty) {
             return self.err("a gradient through a function-valued result");
         }
+        if self.rows.contains_key(&id) {
+            return match a {
+                Adj::A(v) => self.add_axpy(out, y, real(1.0), v),
+                Adj::B(g) => self.add_all(out, y, g),
+                _ => self.err("a row adjoint that is not an array (internal)"),
+            };
+        }
         let merged = match self.adj.remove(&id) {
             None => a,
             Some(old) => self.merge(out, old, a)?,
@@ -1164,6 +1257,7 @@ impl Ad<'_, '_> {
     fn merge(&mut self, out: &mut Vec<Bind>, x: Adj, y: Adj) -> R<Adj> {
         Ok(match (x, y) {
             (Adj::R(a), Adj::R(b)) => Adj::R(self.emit(out, "d", rbin(BinOp::Add, &a, &b))),
+            (Adj::A(a), Adj::A(b)) if is_nested(&a.ty) || is_tuple_array(&a.ty) => Adj::A(self.add_rows(out, a, &b)),
             (Adj::A(a), Adj::A(b)) => {
                 Adj::A(self.emit(out, "d", call(Builtin::AccAxpy, &[a.clone(), real(1.0), b], a.ty.clone())))
             }
@@ -1222,9 +1316,18 @@ impl Ad<'_, '_> {
                 tuple(xs)
             }
             Type::Array(e) => {
-                let n = self.emit(out, "n", call(Builtin::Len, std::slice::from_ref(primal), Type::Int));
+                let n = self.len_of(out, primal);
                 if **e == Type::Real {
                     self.emit(out, "dz", call(Builtin::Zeros, &[n], ty.clone()))
+                } else if is_nested(ty) {
+                    // A nested accumulator of the primal's shape: distinct zero rows.
+                    self.build_rows(out, &n, primal, None)
+                } else if is_tuple_array(ty) {
+                    // build n (λi. (0.0, …)): an accumulator of tuples.
+                    let Some(z) = zero_point(e) else { return self.err(format!("a zero adjoint of type {ty}")) };
+                    let id = self.t.fresh();
+                    let f = lam(id, &"i".into(), &Type::Int, z);
+                    self.emit(out, "dz", call(Builtin::Build, &[n, f], ty.clone()))
                 } else if e.is_discrete() && !holds_array(e) {
                     let id = self.t.fresh();
                     let z = self.zero(out, e, &real(0.0))?;
@@ -1257,6 +1360,26 @@ impl Ad<'_, '_> {
                     let n = self.emit(out, "n", call(Builtin::Len, std::slice::from_ref(v), Type::Int));
                     let z = self.emit(out, "dz", call(Builtin::Zeros, &[n], ty.clone()));
                     Adj::A(self.emit(out, "d", call(Builtin::AccAxpy, &[z, real(1.0), v.clone()], ty.clone())))
+                }
+            }
+            t if is_tuple_array(t) => {
+                if owned {
+                    Adj::A(v.clone())
+                } else {
+                    // A copy: build n (λi. v.[i]).
+                    let n = self.emit(out, "n", call(Builtin::Len, std::slice::from_ref(v), Type::Int));
+                    let id = self.t.fresh();
+                    let iv = var(id, &"i".into(), &Type::Int);
+                    let f = lam(id, &"i".into(), &Type::Int, index(v, &iv));
+                    Adj::A(self.emit(out, "d", call(Builtin::Build, &[n, f], t.clone())))
+                }
+            }
+            t if is_nested(t) => {
+                if owned {
+                    Adj::A(v.clone())
+                } else {
+                    let n = self.emit(out, "n", call(Builtin::Len, std::slice::from_ref(v), Type::Int));
+                    Adj::A(self.build_rows(out, &n, v, Some(v)))
                 }
             }
             Type::Tuple(ts) => {
@@ -1306,6 +1429,118 @@ impl Ad<'_, '_> {
         self.adj.insert(self.root(local(a).unwrap()), Adj::A(v));
     }
 
+    /// `len a`, from the atom `n` of the `build n f` that made `a` when there is one.
+    fn len_of(&mut self, out: &mut Vec<Bind>, a: &E) -> E {
+        match local(a).and_then(|id| self.lens.get(&id).cloned()) {
+            Some(n) if n.ty == Type::Int => n,
+            Some(xs) => self.len_of(out, &xs),
+            None => self.emit(out, "n", call(Builtin::Len, std::slice::from_ref(a), Type::Int)),
+        }
+    }
+
+    /// The row `(x, i)` the array atom `a` is (a read `x.[i]` of a nested array, or a copy).
+    fn row_of(&self, a: &E) -> Option<(E, E)> {
+        self.rows.get(&local(a)?).cloned()
+    }
+
+    /// a.[j] += g in a's adjoint (rule 5 on the read `a.[j]`: O(1), in place).
+    fn add_at(&mut self, out: &mut Vec<Bind>, a: &E, j: &E, g: E) -> R<()> {
+        if !self.is_active(a) {
+            return Ok(());
+        }
+        if let Some((x, i)) = self.row_of(a) {
+            let acc = self.acc(out, &x)?;
+            let v = self.emit(out, "d", call(Builtin::AccAdd2, &[acc, i, j.clone(), g], x.ty.clone()));
+            self.set_acc(&x, v);
+            return Ok(());
+        }
+        let acc = self.acc(out, a)?;
+        let v = self.emit(out, "d", call(Builtin::AccAdd, &[acc, j.clone(), g], a.ty.clone()));
+        self.set_acc(a, v);
+        Ok(())
+    }
+
+    /// a += g·1 in a's adjoint.
+    fn add_all(&mut self, out: &mut Vec<Bind>, a: &E, g: E) -> R<()> {
+        if !self.is_active(a) {
+            return Ok(());
+        }
+        if let Some((x, i)) = self.row_of(a) {
+            let acc = self.acc(out, &x)?;
+            let v = self.emit(out, "d", call(Builtin::AccRowAll, &[acc, i, g], x.ty.clone()));
+            self.set_acc(&x, v);
+            return Ok(());
+        }
+        let acc = self.acc(out, a)?;
+        let v = self.emit(out, "d", call(Builtin::AccAddAll, &[acc, g], a.ty.clone()));
+        self.set_acc(a, v);
+        Ok(())
+    }
+
+    /// a += s·y in a's adjoint (`a`, `y` of type `Array Real`).
+    fn add_axpy(&mut self, out: &mut Vec<Bind>, a: &E, s: E, y: E) -> R<()> {
+        if !self.is_active(a) {
+            return Ok(());
+        }
+        if let Some((x, i)) = self.row_of(a) {
+            let acc = self.acc(out, &x)?;
+            let v = self.emit(out, "d", call(Builtin::AccRow, &[acc, i, s, y], x.ty.clone()));
+            self.set_acc(&x, v);
+            return Ok(());
+        }
+        let acc = self.acc(out, a)?;
+        let v = self.emit(out, "d", call(Builtin::AccAxpy, &[acc, s, y], a.ty.clone()));
+        self.set_acc(a, v);
+        Ok(())
+    }
+
+    /// `build n (λi. zeros' (len p.[i]))`, or with `copy`, `build n (λi. accAxpy' (zeros' (len
+    /// p.[i])) 1.0 copy.[i])`: a nested accumulator of p's shape, each row a fresh array.
+    fn build_rows(&mut self, out: &mut Vec<Bind>, n: &E, p: &E, copy: Option<&E>) -> E {
+        let row_ty = Type::array(Type::Real);
+        let iid = self.t.fresh();
+        let iv = var(iid, &"i".into(), &Type::Int);
+        let mut bo = Vec::new();
+        let r = self.t.bind(&mut bo, "r", index(p, &iv));
+        let m = self.t.bind(&mut bo, "m", call(Builtin::Len, &[r], Type::Int));
+        let z = call(Builtin::Zeros, &[m], row_ty.clone());
+        let row = match copy {
+            None => z,
+            Some(c) => {
+                let z = self.t.bind(&mut bo, "z", z);
+                let y = self.t.bind(&mut bo, "y", index(c, &iv));
+                call(Builtin::AccAxpy, &[z, real(1.0), y], row_ty.clone())
+            }
+        };
+        let f = lam(iid, &"i".into(), &Type::Int, lets(bo, row));
+        self.emit(out, "dz", call(Builtin::Build, &[n.clone(), f], p.ty.clone()))
+    }
+
+    /// The nested accumulator `a` plus `b`, row by row in place:
+    /// `(iterate' (len b) (λs. (s.0 + 1, accRow' s.1 s.0 1.0 b.[s.0])) (0, a)).1` (`accAdd'` of
+    /// each element for an array of tuples).
+    fn add_rows(&mut self, out: &mut Vec<Bind>, a: E, b: &E) -> E {
+        let ty = a.ty.clone();
+        let n = self.emit(out, "n", call(Builtin::Len, std::slice::from_ref(b), Type::Int));
+        let sty = Type::tuple(vec![Type::Int, ty.clone()]);
+        let sid = self.t.fresh();
+        let s = var(sid, &"s".into(), &sty);
+        let mut bo = Vec::new();
+        let k = self.t.bind(&mut bo, "k", proj(&s, 0));
+        let acc = self.t.bind(&mut bo, "acc", proj(&s, 1));
+        let row = self.t.bind(&mut bo, "row", index(b, &k));
+        let acc2 = if is_nested(&ty) {
+            call(Builtin::AccRow, &[acc, k.clone(), real(1.0), row], ty.clone())
+        } else {
+            call(Builtin::AccAdd, &[acc, k.clone(), row], ty.clone())
+        };
+        let acc2 = self.t.bind(&mut bo, "acc", acc2);
+        let k1 = self.t.bind(&mut bo, "k", bin(BinOp::Add, &k, &int(1), Type::Int));
+        let step = lam(sid, &"s".into(), &sty, lets(bo, tuple(vec![k1, acc2])));
+        let r = self.emit(out, "r", call(Builtin::RevIterate, &[n, step, tuple(vec![int(0), a])], sty));
+        self.emit(out, "d", proj(&r, 1))
+    }
+
     /// The reverse rule of one binding `z = rhs` whose adjoint is `g`.
     fn rule(&mut self, out: &mut Vec<Bind>, b: &Bind, g: Adj) -> R<()> {
         let rhs = strip(&b.rhs).clone();
@@ -1343,25 +1578,43 @@ impl Ad<'_, '_> {
                 self.prim(out, Prim::Op(*op), &[a.clone(), c.clone()], &g, &z)
             }
             // `x.[i]`: the transpose of a read is an O(1) accumulation into x's adjoint buffer.
-            ExprKind::Index(a, i) => {
-                let Adj::R(g) = g else { return self.err("a gradient through an array of arrays or tuples") };
-                if !self.is_active(a) {
-                    return Ok(());
+            ExprKind::Index(a, i) => match g {
+                Adj::R(g) => self.add_at(out, a, i, g),
+                // A row of a nested array whose adjoint was held apart: added into row i of a's.
+                Adj::A(g) if is_nested(&a.ty) => {
+                    if !self.is_active(a) {
+                        return Ok(());
+                    }
+                    let acc = self.acc(out, a)?;
+                    let v = self.emit(out, "d", call(Builtin::AccRow, &[acc, i.clone(), real(1.0), g], a.ty.clone()));
+                    self.set_acc(a, v);
+                    Ok(())
                 }
-                let acc = self.acc(out, a)?;
-                let v = self.emit(out, "d", call(Builtin::AccAdd, &[acc, i.clone(), g], a.ty.clone()));
-                self.set_acc(a, v);
-                Ok(())
-            }
+                // An element of an array of tuples: the tuple (zeros where absent) added in place.
+                Adj::T(cs) if is_tuple_array(&a.ty) => {
+                    let et = z.ty.clone();
+                    let v = self.materialize(out, Some(Adj::T(cs)), &et, &z)?;
+                    let v = self.emit(out, "d", v);
+                    self.add_at(out, a, i, v)
+                }
+                _ => self.err(format!("a gradient through an element of {}", a.ty)),
+            },
             ExprKind::Array(xs) => {
                 for (k, x) in xs.iter().enumerate() {
                     if self.is_active(x) {
-                        let c = match &g {
-                            Adj::A(v) => self.emit(out, "d", index(v, &int(k as i64))),
-                            Adj::B(c) => c.clone(),
-                            _ => return self.err("an array literal of arrays or tuples"),
+                        let a = match &g {
+                            // Element k of the accumulator (a row of a nested one is read once:
+                            // it moves to x).
+                            Adj::A(v) => {
+                                let c = self.emit(out, "d", index(v, &int(k as i64)));
+                                self.decompose(out, &c, true)?
+                            }
+                            Adj::B(c) => Some(Adj::R(c.clone())),
+                            _ => return self.err(format!("an array literal of type {}", z.ty)),
                         };
-                        self.add(out, x, Adj::R(c))?;
+                        if let Some(a) = a {
+                            self.add(out, x, a)?;
+                        }
                     }
                 }
                 Ok(())
@@ -1421,16 +1674,16 @@ impl Ad<'_, '_> {
             // sum: the transpose of Σ broadcasts the adjoint (kept symbolic, `Adj::B`).
             B::Sum => {
                 let Adj::R(g) = g else { return self.err("`sum` of arrays") };
+                // A row of a nested array adds into its row of the nested accumulator.
+                if self.row_of(&args[0]).is_some() {
+                    return self.add_all(out, &args[0], g);
+                }
                 self.add(out, &args[0], Adj::B(g))
             }
             B::Dot => {
                 let Adj::R(g) = g else { return self.err("`dot` of arrays") };
                 for (a, other) in [(&args[0], &args[1]), (&args[1], &args[0])] {
-                    if self.is_active(a) {
-                        let acc = self.acc(out, a)?;
-                        let v = self.emit(out, "d", call(B::AccAxpy, &[acc, g.clone(), other.clone()], a.ty.clone()));
-                        self.set_acc(a, v);
-                    }
+                    self.add_axpy(out, a, g.clone(), other.clone())?;
                 }
                 Ok(())
             }
@@ -1446,7 +1699,9 @@ impl Ad<'_, '_> {
                     B::AccAdd => {
                         if self.is_active(&args[2]) {
                             let c = self.emit(out, "d", index(&gz, &args[1]));
-                            self.add(out, &args[2], Adj::R(c))?;
+                            if let Some(a) = self.decompose(out, &c, true)? {
+                                self.add(out, &args[2], a)?;
+                            }
                         }
                     }
                     // accAddAll' A s = A + s·1: s gets the sum of the adjoint.
@@ -1462,26 +1717,55 @@ impl Ad<'_, '_> {
                             let c = self.emit(out, "d", call(B::Dot, &[gz.clone(), args[2].clone()], Type::Real));
                             self.add(out, &args[1], Adj::R(c))?;
                         }
-                        if self.is_active(&args[2]) {
-                            let acc = self.acc(out, &args[2])?;
-                            let ty = args[2].ty.clone();
-                            let v = self.emit(out, "d", call(B::AccAxpy, &[acc, args[1].clone(), gz.clone()], ty));
-                            self.set_acc(&args[2], v);
-                        }
+                        self.add_axpy(out, &args[2], args[1].clone(), gz.clone())?;
                     }
                     // tapeSet' T i v overwrites element i: v gets its adjoint, T the rest.
                     _ => {
-                        if args[2].ty != Type::Real {
-                            return self.err("a gradient through a tape of tuples");
-                        }
-                        let c = self.emit(out, "d", index(&gz, &args[1]));
+                        let et = args[2].ty.clone();
+                        let Some(zero) = zero_point(&et).filter(|_| et == Type::Real || is_flat_tuple(&et)) else {
+                            return self.err(format!("a gradient through a tape of {et}"));
+                        };
                         if self.is_active(&args[2]) {
-                            self.add(out, &args[2], Adj::R(c.clone()))?;
+                            let c = self.emit(out, "d", index(&gz, &args[1]));
+                            if let Some(a) = self.decompose(out, &c, true)? {
+                                self.add(out, &args[2], a)?;
+                            }
                         }
-                        let minus = self.emit(out, "d", mk(ExprKind::Neg(c), Type::Real));
+                        // The element overwritten gets no adjoint: zeroed in place.
                         let gz2 =
-                            self.emit(out, "d", call(B::AccAdd, &[gz, args[1].clone(), minus], args[0].ty.clone()));
+                            self.emit(out, "d", call(B::TapeSet, &[gz, args[1].clone(), zero], args[0].ty.clone()));
                         return self.add(out, &args[0], Adj::A(gz2));
+                    }
+                }
+                self.add(out, &args[0], Adj::A(gz))
+            }
+            // The nested accumulators' builtins, linear in A like the others: the other arguments
+            // read row i of the adjoint, which then moves to A (rule 5 on each linear map).
+            B::AccAdd2 | B::AccRow | B::AccRowAll => {
+                let Adj::A(gz) = g else { return self.err(format!("a gradient through `{}`", b.name())) };
+                let row = self.emit(out, "d", index(&gz, &args[1]));
+                match b {
+                    // accAdd2' A i j v = A + v·e_ij: v gets the (i, j) adjoint.
+                    B::AccAdd2 => {
+                        if self.is_active(&args[3]) {
+                            let c = self.emit(out, "d", index(&row, &args[2]));
+                            self.add(out, &args[3], Adj::R(c))?;
+                        }
+                    }
+                    // accRowAll' A i s = A + s·(e_i ⊗ 1): s gets the sum of row i.
+                    B::AccRowAll => {
+                        if self.is_active(&args[2]) {
+                            let c = self.emit(out, "d", call(B::Sum, std::slice::from_ref(&row), Type::Real));
+                            self.add(out, &args[2], Adj::R(c))?;
+                        }
+                    }
+                    // accRow' A i s y = A + s·(e_i ⊗ y), bilinear in s and y.
+                    _ => {
+                        if self.is_active(&args[2]) {
+                            let c = self.emit(out, "d", call(B::Dot, &[row.clone(), args[3].clone()], Type::Real));
+                            self.add(out, &args[2], Adj::R(c))?;
+                        }
+                        self.add_axpy(out, &args[3], args[2].clone(), row)?;
                     }
                 }
                 self.add(out, &args[0], Adj::A(gz))
@@ -1496,11 +1780,13 @@ impl Ad<'_, '_> {
         let f = strip(f);
         match &f.kind {
             ExprKind::Lam(..) => Ok(f.clone()),
+            // A definition: its λ.
+            ExprKind::Var(_, VarRef::Global(_)) => self.t.resolve(f),
             ExprKind::Var(_, VarRef::Local(id)) => match self.lams.get(id) {
                 Some(l) => Ok(l.clone()),
                 None => self.err("a loop over a function not known at compile time"),
             },
-            // A builtin (`map tanh xs`, `fold max 0.0 xs`) or a builtin partially applied to
+            // A builtin (`map tanh xs`, `map sum rows`, `fold max 0.0 xs`) or one partially applied to
             // atoms (`map (max 0.0) xs`): its η-expansion `λy…. b a… y…`, whose body the rules
             // of the builtin differentiate.
             _ => {
@@ -1549,7 +1835,11 @@ impl Ad<'_, '_> {
                             work.push(l.clone());
                         }
                     }
-                    Some(_) => out.push(id),
+                    // A row's adjoint lives in its nested array's: that one is carried.
+                    Some(_) => match self.rows.get(&id) {
+                        Some((x, _)) => work.push(x.clone()),
+                        None => out.push(id),
+                    },
                     None => {}
                 }
             }
@@ -1711,7 +2001,7 @@ impl Ad<'_, '_> {
         let (gz, gb) = match g {
             Adj::A(gz) => (Some(gz), None),
             Adj::B(c) => (None, Some(c)),
-            _ => return self.err("a gradient through an array of arrays or tuples"),
+            _ => return self.err("a gradient through an array of tuples"),
         };
         let (f, arrays): (&E, Vec<E>) = match b {
             Builtin::Map => (&args[0], vec![args[1].clone()]),
@@ -1746,10 +2036,14 @@ impl Ad<'_, '_> {
             binds.extend(bb);
             ad.forward(bo, &binds)?;
             let gi = match (&gz, &gb) {
-                (Some(gz), _) => ad.emit(bo, "g", index(gz, i)),
-                (None, c) => c.clone().unwrap_or_else(|| real(0.0)),
+                (Some(gz), _) => {
+                    let gi = ad.emit(bo, "g", index(gz, i));
+                    // Row i of a nested accumulator is read once: it moves to the element.
+                    ad.decompose(bo, &gi, true)?
+                }
+                (None, c) => Some(Adj::R(c.clone().unwrap_or_else(|| real(0.0)))),
             };
-            ad.seed_and_reverse(bo, &binds, &res, Some(Adj::R(gi)))?;
+            ad.seed_and_reverse(bo, &binds, &res, gi)?;
             Ok(vec![])
         })?;
         self.run_loop(out, &n, lam_rev, &carried, vec![])?;
@@ -2159,7 +2453,18 @@ fn builtin_allocates(b: Builtin) -> bool {
     // The Real primitives of the rule table, and these, return scalars or update in place.
     let scalar_or_in_place = matches!(
         b,
-        B::ToReal | B::Len | B::Sum | B::Dot | B::AccAdd | B::AccAddAll | B::AccAxpy | B::TapeSet | B::CtCheck
+        B::ToReal
+            | B::Len
+            | B::Sum
+            | B::Dot
+            | B::AccAdd
+            | B::AccAddAll
+            | B::AccAxpy
+            | B::TapeSet
+            | B::CtCheck
+            | B::AccAdd2
+            | B::AccRow
+            | B::AccRowAll
     );
     !(rules::is_real_prim(Prim::Builtin(b)) || scalar_or_in_place)
 }

@@ -412,10 +412,14 @@ impl TrapCode {
             },
             TrapCode::CotangentLength => {
                 let (mut path, n) = (a >> COTANGENT_PATH_SHIFT, a & ((1 << COTANGENT_PATH_SHIFT) - 1));
+                let (row, b) = (b >> COTANGENT_ROW_SHIFT, b & ((1 << COTANGENT_ROW_SHIFT) - 1));
                 let mut at = Vec::new();
                 while path > 0 {
                     at.push(format!("component {}", path % 128));
                     path /= 128;
+                }
+                if row > 0 {
+                    at.push(format!("element {}", row - 1));
                 }
                 let at = if at.is_empty() { String::new() } else { format!(" at {}", at.join(", ")) };
                 format!(
@@ -434,6 +438,9 @@ pub const NEEDS_BASE_MESSAGE: &str =
 
 /// Where [`TrapCode::CotangentLength`]'s payload keeps the component path.
 pub const COTANGENT_PATH_SHIFT: i64 = 48;
+/// Where [`TrapCode::CotangentLength`]'s second payload keeps the row (plus one) of a nested
+/// array whose length differs, and where `ctCheck'`'s path argument does.
+pub const COTANGENT_ROW_SHIFT: i64 = 32;
 /// The message of [`TrapCode::BagOverflow`] (the interpreter's bags say the same).
 pub const BAG_OVERFLOW_MESSAGE: &str = "bag multiplicity overflow";
 

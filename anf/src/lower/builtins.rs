@@ -262,22 +262,86 @@ impl Lowerer<'_> {
                 }
                 let addr = self.b().elem_addr(a, i, stride(&et));
                 if b == B::AccAdd {
-                    let old = self.b().load(ir::Type::F64, addr, 0);
-                    let new = self.b().binary(BinaryOp::Fadd, old, w(2)?);
-                    self.b().store(new, addr, 0);
+                    // A Real, or each Real word of a tuple (the others are discrete: left).
+                    let words = self.materialize(&args[2])?;
+                    for (j, (wt, x)) in flat(&et).into_iter().zip(words).enumerate() {
+                        if wt == ir::Type::F64 {
+                            let off = 8 * j as i32;
+                            let old = self.b().load(ir::Type::F64, addr, off);
+                            let new = self.b().binary(BinaryOp::Fadd, old, x);
+                            self.b().store(new, addr, off);
+                        }
+                    }
                 } else {
                     self.store_value(&args[2], addr, 0)?;
                 }
                 LVal::Word(a)
             }
             B::CtCheck => {
+                // `path`: the tuple components, and from bit COTANGENT_ROW_SHIFT up the row (plus
+                // one) of a nested array; the row goes to the second payload (ir::TrapCode).
                 let (n, m, path) = (w(0)?, w(1)?, w(2)?);
                 let differ = self.b().icmp(Cmp::Ne, n, m);
+                let rows = self.b().iconst(1 << ir::COTANGENT_ROW_SHIFT);
+                let comp = self.b().binary(BinaryOp::Srem, path, rows);
+                let row = self.b().binary(BinaryOp::Isub, path, comp);
                 let shift = self.b().iconst(1 << ir::COTANGENT_PATH_SHIFT);
-                let hi = self.b().binary(BinaryOp::Imul, path, shift);
+                let hi = self.b().binary(BinaryOp::Imul, comp, shift);
                 let a = self.b().binary(BinaryOp::Iadd, n, hi);
-                self.fail_if(differ, TrapCode::CotangentLength, site, a, m);
+                let b2 = self.b().binary(BinaryOp::Iadd, m, row);
+                self.fail_if(differ, TrapCode::CotangentLength, site, a, b2);
                 LVal::Unit
+            }
+            B::AccAdd2 | B::AccRow | B::AccRowAll => {
+                // A row of a nested accumulator (adjoint::reverse): the outer array is uniquely
+                // owned and its rows are distinct accumulators, so the row is updated in place
+                // and the outer array is returned unchanged. Only `f64`s are written.
+                let (a, i) = (w(0)?, w(1)?);
+                let n = self.b().array_len(a);
+                let sv = self.site_value(site);
+                self.b().bounds_check(i, n, sv);
+                let row_ty = Type::array(Type::Real);
+                let addr = self.b().elem_addr(a, i, stride(&row_ty));
+                let row = self.load_value(&row_ty, addr, 0)?.word()?;
+                let m = self.b().array_len(row);
+                match b {
+                    B::AccAdd2 => {
+                        let j = w(2)?;
+                        self.b().bounds_check(j, m, sv);
+                        let q = self.b().elem_addr(row, j, 8);
+                        let old = self.b().load(ir::Type::F64, q, 0);
+                        let new = self.b().binary(BinaryOp::Fadd, old, w(3)?);
+                        self.b().store(new, q, 0);
+                    }
+                    _ => {
+                        let s = w(2)?;
+                        let y = if b == B::AccRow {
+                            let y = w(3)?;
+                            let k = self.b().array_len(y);
+                            let differ = self.b().icmp(Cmp::Ne, m, k);
+                            self.fail_if(differ, TrapCode::DotLengths, site, m, k);
+                            Some(y)
+                        } else {
+                            None
+                        };
+                        self.counted_loop(m, vec![], &mut |l, t, _| {
+                            let q = l.b().elem_addr(row, t, 8);
+                            let old = l.b().load(ir::Type::F64, q, 0);
+                            let add = match y {
+                                Some(y) => {
+                                    let p = l.b().elem_addr(y, t, 8);
+                                    let yt = l.b().load(ir::Type::F64, p, 0);
+                                    l.b().binary(BinaryOp::Fmul, s, yt)
+                                }
+                                None => s,
+                            };
+                            let new = l.b().binary(BinaryOp::Fadd, old, add);
+                            l.b().store(new, q, 0);
+                            Ok(vec![])
+                        })?;
+                    }
+                }
+                LVal::Word(a)
             }
             B::AccAddAll | B::AccAxpy => {
                 let a = w(0)?;

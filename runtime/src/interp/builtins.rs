@@ -324,9 +324,16 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
         | B::DSingletonMap
         | B::DFoldMap
         | B::DLookup => return super::incremental::call(it, b, ty, args, span),
-        B::Zeros | B::AccAdd | B::AccAddAll | B::AccAxpy | B::TapeNew | B::TapeSet | B::CtCheck => {
-            return reverse_internal(b, args, span)
-        }
+        B::Zeros
+        | B::AccAdd
+        | B::AccAddAll
+        | B::AccAxpy
+        | B::TapeNew
+        | B::TapeSet
+        | B::CtCheck
+        | B::AccAdd2
+        | B::AccRow
+        | B::AccRowAll => return reverse_internal(b, args, span),
     })
 }
 
@@ -360,18 +367,32 @@ fn reverse_internal(b: Builtin, mut args: Vec<Value>, span: Span) -> EvalResult 
         B::CtCheck => {
             let (n, m, path) = (int(&args[0], span)?, int(&args[1], span)?, int(&args[2], span)?);
             if n != m {
-                let a = n + (path << anf::ir::COTANGENT_PATH_SHIFT);
-                return Err(Diagnostic::error(span, anf::ir::TrapCode::CotangentLength.message(a, m)));
+                use anf::ir::{COTANGENT_PATH_SHIFT, COTANGENT_ROW_SHIFT};
+                // `path`: the tuple components, and above them the row (plus one) of a nested array.
+                let (row, path) = (path >> COTANGENT_ROW_SHIFT, path & ((1 << COTANGENT_ROW_SHIFT) - 1));
+                let a = n + (path << COTANGENT_PATH_SHIFT);
+                let b = m + (row << COTANGENT_ROW_SHIFT);
+                return Err(Diagnostic::error(span, anf::ir::TrapCode::CotangentLength.message(a, b)));
             }
             Value::Unit
         }
         B::TapeNew => return filled(&args[0], Value::Unit),
         B::AccAdd => {
-            let (i, g) = (int(&args[1], span)?, real(&args[2], span)?);
+            // A Real, or a tuple's Real components (its discrete ones are left).
+            fn plus(x: &Value, g: &Value, span: Span) -> EvalResult {
+                Ok(match (x, g) {
+                    (Value::Real(a), Value::Real(b)) => Value::Real(a + b),
+                    (Value::Tuple(xs), Value::Tuple(gs)) => Value::tuple(
+                        xs.iter().zip(gs.iter()).map(|(x, g)| plus(x, g, span)).collect::<EvalResult<_>>()?,
+                    ),
+                    (x, _) => x.clone(),
+                })
+            }
+            let i = int(&args[1], span)?;
             let mut a = take(&mut args)?;
             let v = Rc::make_mut(&mut a);
             let k = slot(v, i)?;
-            v[k] = Value::Real(real(&v[k], span)? + g);
+            v[k] = plus(&v[k], &args[2], span)?;
             Value::Array(a)
         }
         B::AccAddAll => {
@@ -396,6 +417,47 @@ fn reverse_internal(b: Builtin, mut args: Vec<Value>, span: Span) -> EvalResult 
             for (x, y) in v.iter_mut().zip(y.iter()) {
                 *x = Value::Real(real(x, span)? + s * real(y, span)?);
             }
+            Value::Array(a)
+        }
+        B::AccAdd2 | B::AccRow | B::AccRowAll => {
+            // A row of a nested accumulator, updated in place: taken out of its slot (so the
+            // update is in place when the outer array is the only reference), put back after.
+            let i = int(&args[1], span)?;
+            let mut a = take(&mut args)?;
+            let v = Rc::make_mut(&mut a);
+            let k = slot(v, i)?;
+            let mut row = match &mut v[k] {
+                Value::Array(r) => std::mem::replace(r, Rc::new(Vec::new())),
+                x => return Err(Diagnostic::error(span, format!("internal: expected an array, found {x}"))),
+            };
+            let r = Rc::make_mut(&mut row);
+            match b {
+                B::AccAdd2 => {
+                    let (j, g) = (int(&args[2], span)?, real(&args[3], span)?);
+                    let q = slot(r, j)?;
+                    r[q] = Value::Real(real(&r[q], span)? + g);
+                }
+                B::AccRowAll => {
+                    let g = real(&args[2], span)?;
+                    for x in r.iter_mut() {
+                        *x = Value::Real(real(x, span)? + g);
+                    }
+                }
+                _ => {
+                    let s = real(&args[2], span)?;
+                    let y = array(&args[3], span)?;
+                    if r.len() != y.len() {
+                        return Err(Diagnostic::error(
+                            span,
+                            format!("internal: accumulating arrays of lengths {} and {}", r.len(), y.len()),
+                        ));
+                    }
+                    for (x, y) in r.iter_mut().zip(y.iter()) {
+                        *x = Value::Real(real(x, span)? + s * real(y, span)?);
+                    }
+                }
+            }
+            v[k] = Value::Array(row);
             Value::Array(a)
         }
         B::TapeSet => {
