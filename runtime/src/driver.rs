@@ -882,8 +882,7 @@ unsafe fn commit_fits(l: &Layout, slot: &[Word], change: &[Word]) -> bool {
         // SAFETY: a group change made for layout `l` (the caller's contract).
         unsafe {
             let p = payload.as_ptr::<u64>();
-            let d: Vec<Word> = (0..n).map(|j| Word(*p.add(1 + j))).collect();
-            group_fits(l, Word(*p), target, &d)
+            group_fits(l, Word(*p), target, as_words(std::slice::from_raw_parts(p.add(1), n)))
         }
     }
     /// Would `slot ·g d` keep every bag multiplicity in range?
@@ -893,13 +892,12 @@ unsafe fn commit_fits(l: &Layout, slot: &[Word], change: &[Word]) -> bool {
             (2, Layout::Bag(_)) => (*slot[0].as_ptr::<NBag>()).can_add(native::bag_ref(d[0])),
             (3, Layout::Map(_, vl)) => {
                 let inner = Word(*gp.add(1));
+                if !holds_bags(vl) {
+                    return true;
+                }
                 let (dst, src) = (&*slot[0].as_ptr::<NMap>(), native::map_ref(d[0]));
-                src.sorted_entries().into_iter().all(|(k, v)| match dst.get(k) {
-                    Some(cur) => {
-                        let cur: Vec<Word> = cur.iter().map(|w| Word(*w)).collect();
-                        let dv: Vec<Word> = v.iter().map(|w| Word(*w)).collect();
-                        group_fits(vl, inner, &cur, &dv)
-                    }
+                src.entries().all(|(k, v)| match dst.get(k) {
+                    Some(cur) => group_fits(vl, inner, as_words(cur), as_words(v)),
                     None => true,
                 })
             }
@@ -1062,6 +1060,16 @@ fn has_arrays(l: &Layout) -> bool {
         Layout::Array(_) => true,
         Layout::Tuple(ts) => ts.iter().any(has_arrays),
         Layout::Map(_, v) | Layout::Delta(v) => has_arrays(v),
+        _ => false,
+    }
+}
+
+/// Does a value of layout `l` contain bags (whose multiplicities a commit could overflow)?
+fn holds_bags(l: &Layout) -> bool {
+    match l {
+        Layout::Bag(_) => true,
+        Layout::Tuple(ts) => ts.iter().any(holds_bags),
+        Layout::Map(_, v) => holds_bags(v),
         _ => false,
     }
 }
