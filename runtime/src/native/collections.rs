@@ -643,6 +643,23 @@ impl Map {
         Ok(())
     }
 
+    /// The value at `key` to update in place, bound first to zero words if `key` is unbound
+    /// (then `true`): one hash and probe where `get_mut` then `set` would take two.
+    pub fn slot(&mut self, key: &[u64]) -> Result<(&mut [u64], bool), CollectionError> {
+        if key.len() != self.key_words {
+            return Err(CollectionError::WidthMismatch { expected: self.key_words, found: key.len() });
+        }
+        let vw = self.value_words;
+        Ok(match self.entries.entry(Words::new(key)) {
+            std::collections::hash_map::Entry::Occupied(e) => (e.into_mut().as_mut_slice(), false),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let v =
+                    if vw <= INLINE { Words::Inline(vw as u8, [0; INLINE]) } else { Words::Heap(vec![0; vw].into()) };
+                (e.insert(v).as_mut_slice(), true)
+            }
+        })
+    }
+
     /// Empties the map for reuse with the given widths, keeping its table's capacity.
     pub fn recycle(&mut self, key_words: usize, value_words: usize) {
         self.key_words = key_words;

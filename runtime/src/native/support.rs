@@ -416,14 +416,11 @@ unsafe fn map_add_scaled_at(
             if s == 0 {
                 return Ok(());
             }
-            match dst.get_mut(k) {
-                Some(cur) => {
-                    let n = (cur[0] as i64).wrapping_add(s);
-                    cur[0] = n as u64;
-                    n == 0
-                }
-                None => return Ok(dst.set(k, &[s as u64])?),
-            }
+            // (An unbound key's slot is zero.)
+            let (cur, _) = dst.slot(k)?;
+            let n = (cur[0] as i64).wrapping_add(s);
+            cur[0] = n as u64;
+            n == 0
         }
         // `realGroup`: `v · toReal m`, then `+` (one key's sum: no reassociation).
         1 => {
@@ -431,13 +428,16 @@ unsafe fn map_add_scaled_at(
             if s == 0.0 {
                 return Ok(());
             }
-            match dst.get_mut(k) {
-                Some(cur) => {
+            match dst.slot(k)? {
+                (cur, true) => {
+                    cur[0] = s.to_bits();
+                    false
+                }
+                (cur, false) => {
                     let n = f64::from_bits(cur[0]) + s;
                     cur[0] = n.to_bits();
                     n == 0.0
                 }
-                None => return Ok(dst.set(k, &[s.to_bits()])?),
             }
         }
         // `bagGroup`: every multiplicity times `m`, checked, added in place.
@@ -446,23 +446,22 @@ unsafe fn map_add_scaled_at(
             if m == 0 || src.is_empty() {
                 return Ok(());
             }
-            match dst.get_mut(k) {
-                Some(cur) => {
-                    let b = cur[0] as *mut Bag;
-                    if std::ptr::eq(b, src) {
-                        let scaled = src.scale(m).map_err(|e| at_site(e, site))?;
-                        (*b).add_scaled(&scaled, 1).map_err(|e| at_site(e, site))?;
-                    } else {
-                        (*b).add_scaled(src, m).map_err(|e| at_site(e, site))?;
-                    }
-                    (*b).is_empty()
-                }
-                None => {
-                    let b = cx.fresh_bag(src.key_words());
-                    (*b).add_scaled(src, m).map_err(|e| at_site(e, site))?;
-                    return Ok(dst.set(k, &[b as u64])?);
-                }
+            let (cur, unbound) = dst.slot(k)?;
+            if unbound {
+                let b = cx.fresh_bag(src.key_words());
+                cur[0] = b as u64;
+                // (A failure ends the call: the accumulator is never seen again.)
+                (*b).add_scaled(src, m).map_err(|e| at_site(e, site))?;
+                return Ok(());
             }
+            let b = cur[0] as *mut Bag;
+            if std::ptr::eq(b, src) {
+                let scaled = src.scale(m).map_err(|e| at_site(e, site))?;
+                (*b).add_scaled(&scaled, 1).map_err(|e| at_site(e, site))?;
+            } else {
+                (*b).add_scaled(src, m).map_err(|e| at_site(e, site))?;
+            }
+            (*b).is_empty()
         }
         _ => {
             return Err(NativeError::new(STATUS_PANIC, format!("internal error: map_add_scaled of group kind {kind}")))
