@@ -8,7 +8,7 @@ use anf::ir::TrapCode;
 use jit::CtxHeader;
 
 use super::collections::{width, Bag, CollectionError, Map};
-use super::{CallCtx, NativeError, STATUS_PANIC};
+use super::{CallCtx, NativeError, STATUS_COLLECTION, STATUS_PANIC};
 
 /// Runs `f` on the context; a failure or a panic records an error and gives `fallback`.
 ///
@@ -464,7 +464,10 @@ unsafe fn map_add_scaled_at(
             (*b).is_empty()
         }
         _ => {
-            return Err(NativeError::new(STATUS_PANIC, format!("internal error: map_add_scaled of group kind {kind}")))
+            return Err(NativeError::new(
+                STATUS_COLLECTION,
+                format!("internal error: map_add_scaled of group kind {kind}"),
+            ))
         }
     };
     if unbind {
