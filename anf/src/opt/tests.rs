@@ -247,6 +247,147 @@ b2:
     assert_eq!(count(&out, "main", "load.i64"), 1, "{out}");
 }
 
+/// `@reader` only reads its record (and recurses, so it is not inlined); `@relay` hands its record
+/// on to `@clobber`, which writes it.
+const CALLEES: &str = "
+fn @reader(ptr, i64) -> i64 {
+b0(v0: ptr, v1: i64):
+    v2 = load.i64 v0+0
+    v3 = iconst 0
+    v4 = icmp eq v1, v3
+    brif v4, b1, b2
+b1:
+    return v2
+b2:
+    v5 = iconst 1
+    v6 = isub v1, v5
+    v7 = call @reader(v0, v6)
+    return v7
+}
+
+fn @relay(ptr, i64) -> () {
+b0(v0: ptr, v1: i64):
+    v2 = iconst 0
+    v3 = icmp eq v1, v2
+    brif v3, b1, b2
+b1:
+    call @clobber(v0)
+    return
+b2:
+    v4 = iconst 1
+    v5 = isub v1, v4
+    call @relay(v0, v5)
+    return
+}
+
+fn @clobber(ptr) -> () {
+b0(v0: ptr):
+    v1 = iconst 7
+    store v1, v0+0
+    call @clobber2(v0)
+    return
+}
+
+fn @clobber2(ptr) -> () {
+b0(v0: ptr):
+    v1 = load.i64 v0+0
+    v2 = iconst 0
+    v3 = icmp eq v1, v2
+    brif v3, b1, b2
+b1:
+    call @clobber(v0)
+    return
+b2:
+    return
+}
+";
+
+/// Whether a record keeps its contents is decided per allocation: the record passed (through
+/// `@relay`) to a function that writes it is read back; the one passed only to `@reader` is
+/// forwarded, although the module writes through a parameter.
+#[test]
+fn records_are_trusted_per_allocation() {
+    let text = format!(
+        "\
+fn @main(i64) -> i64 {{
+b0(v0: i64):
+    v1 = alloc 8
+    store v0, v1+0
+    v2 = alloc 8
+    store v0, v2+0
+    call @relay(v1, v0)
+    v3 = call @reader(v2, v0)
+    v4 = load.i64 v1+0
+    v5 = load.i64 v2+0
+    v6 = iadd v4, v5
+    v7 = iadd v6, v3
+    return v7
+}}
+{CALLEES}"
+    );
+    let out = opt(&text);
+    assert_eq!(count(&out, "main", "load.i64"), 1, "{out}");
+    let mut m = parse(&text).unwrap();
+    let facts = simplify::ModuleFacts::of(&m);
+    assert!(!facts.unknown_writes, "every write's target is known");
+    // The record written by `@relay` is the one read back (the other one's load is gone).
+    let main = m.func_by_name("main").unwrap();
+    optimize(&mut m, &[main], &OptOptions::default());
+    let main = m.func_by_name("main").unwrap();
+    let f = &m.funcs[main];
+    let loads: Vec<_> = f
+        .layout
+        .iter()
+        .flat_map(|b| &f.blocks[*b].insts)
+        .filter_map(|i| match f.insts[*i].op {
+            ir::Op::Load(_, p, _) => Some(p),
+            _ => None,
+        })
+        .collect();
+    let relayed = f.layout.iter().flat_map(|b| &f.blocks[*b].insts).find_map(|i| match &f.insts[*i].op {
+        ir::Op::Call(g, args) if m.funcs[*g].name == "relay" => Some(args[0]),
+        _ => None,
+    });
+    assert_eq!(loads, relayed.into_iter().collect::<Vec<_>>(), "{out}");
+}
+
+/// A write through a pointer read from memory could target any record that escapes: then only
+/// records that never escape are forwarded.
+#[test]
+fn an_unknown_write_distrusts_escaping_records_only() {
+    let text = format!(
+        "\
+fn @main(i64, ptr) -> i64 {{
+b0(v0: i64, v1: ptr):
+    call @poke(v1)
+    v2 = alloc 8
+    store v0, v2+0
+    v3 = call @reader(v2, v0)
+    v4 = alloc 8
+    store v0, v4+0
+    v5 = load.i64 v2+0
+    v6 = load.i64 v4+0
+    v7 = iadd v5, v6
+    v8 = iadd v7, v3
+    return v8
+}}
+
+fn @poke(ptr) -> () {{
+b0(v0: ptr):
+    v1 = load.ptr v0+0
+    v2 = iconst 9
+    store v2, v1+0
+    return
+}}
+{CALLEES}"
+    );
+    let m = parse(&text).unwrap();
+    assert!(simplify::ModuleFacts::of(&m).unknown_writes);
+    let out = opt(&text);
+    // The escaping record (passed to `@reader`) is read back; the other one is not.
+    assert_eq!(count(&out, "main", "load.i64"), 1, "{out}");
+}
+
 /// Division by a constant zero must still fail at run time, even if its result is unused.
 #[test]
 fn failing_operations_are_kept() {
