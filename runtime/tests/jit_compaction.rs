@@ -67,6 +67,13 @@ const PROGRAMS: &[&str] = &[
     "def main = let r = iterate 20 (fun (g, a) -> ((fun (u : Array Int) (x : Int) (y : Int) -> x + y + u.[0]) (map (fun z -> z + 1) a), map (g 1) a)) ((fun (u : Array Int) (x : Int) (y : Int) -> x + y) [0], [1, 2]) in r.2",
     "def main = let fs = iterate 10 (fun fs -> map (fun f -> fun x -> f x + len fs) fs) [(fun x -> x), (fun x -> x * 2)] in [fs.[0] 1, fs.[1] 1]",
     "def main = let r = iterate 25 (fun (f, m) -> ((fun k -> lookup bagGroup k m), foldMap bagGroup (mapGroup bagGroup) (fun k b -> singletonMap k (merge b (f k))) m)) ((fun k -> bag{k}), singletonMap 1 bag{2}) in (r.1 1, r.2)",
+    // Closures as elements of `build`, carried by `fold` and `while`; a closure capturing a group
+    // made in every iteration (held: the compaction is abandoned, and what it copied out — the
+    // closure's environment, the array — comes back).
+    "def main = let fs = build 20 (fun i -> let a = build 10 (fun k -> k + i) in fun x -> x + a.[9]) in fs.[3] 1 + fs.[19] 2",
+    "def main = (fold (fun f x -> let a = build 5 (fun k -> k * x) in fun y -> f y + a.[4]) (fun y -> y) (build 30 (fun i -> i))) 1",
+    "def main = let r = while (fun (f, k) -> k < 25) (fun (f, k) -> let a = [k, k] in ((fun y -> f y + a.[1]), k + 1)) ((fun y -> y), 0) in r.1 0",
+    "def main = let r = iterate 20 (fun (f, a) -> let g = group (fun x y -> x + y + a.[0] - a.[0]) (fun x -> 0 - x) 0 in ((fun x -> foldBag g (fun k -> k) bag{x, 1}), map (fun x -> x + 1) a)) ((fun x -> x), [0, 5]) in (r.1 3, r.2)",
     // Maps whose values hold pointers: arrays, bags, maps of arrays.
     "def main = iterate 30 (fun m -> foldMapGen emptyMap (fun x y -> y) (fun k a -> singletonMap (k + 1) (map (fun x -> x * 2.0) a)) m) (singletonMap 0 [1.0, 2.0])",
     "def main = iterate 50 (fun m -> foldMap bagGroup (mapGroup bagGroup) (fun k b -> singletonMap (k + 1) (merge b (singleton k))) m) (singletonMap 0 bag{1})",
