@@ -760,6 +760,11 @@ impl<'a> Simplifier<'a> {
     }
 
     /// Edges into a block that only jumps on go straight to its target. True if any did.
+    ///
+    /// Only a block whose parameters nothing but its own jump reads: a parameter of a block
+    /// dominates the code after it, so `b(p): jump c(…)` followed by a use of `p` further on
+    /// (a join block right before a loop whose result is read after it) would leave that use
+    /// without a definition once the edges skip `b`.
     fn bypass_empty_blocks(&mut self) -> bool {
         let mut any = false;
         let entry = self.func.entry();
@@ -780,6 +785,32 @@ impl<'a> Simplifier<'a> {
         }
         if forward.is_empty() {
             return false;
+        }
+        // Drop the candidates whose parameters are read elsewhere.
+        let mut owner: FxHashMap<Value, Block> = FxHashMap::default();
+        for &b in forward.keys() {
+            for &p in &self.func.blocks[b].params {
+                owner.insert(p, b);
+            }
+        }
+        if !owner.is_empty() {
+            let mut read_elsewhere: FxHashSet<Block> = FxHashSet::default();
+            for &b in &self.func.layout {
+                let own_jump = forward.contains_key(&b).then(|| self.func.blocks[b].insts[0]);
+                for &i in &self.func.blocks[b].insts {
+                    self.func.insts[i].op.for_each_operand(|v| {
+                        if let Some(&o) = owner.get(&v) {
+                            if o != b || Some(i) != own_jump {
+                                read_elsewhere.insert(o);
+                            }
+                        }
+                    });
+                }
+            }
+            forward.retain(|b, _| !read_elsewhere.contains(b));
+            if forward.is_empty() {
+                return false;
+            }
         }
         for &a in &self.func.layout.clone() {
             let Some(&last) = self.func.blocks[a].insts.last() else { continue };
@@ -996,6 +1027,15 @@ pub fn compact(f: &Function) -> Function {
             out.blocks[nb].insts.push(ni);
             copies.push((i, ni));
         }
+    }
+    // An operand whose definition is gone (a rewrite's bug) must not be renumbered into some
+    // other value: it becomes an undefined value of its own, which the verifier reports.
+    for (i, _) in &copies {
+        f.insts[*i].op.for_each_operand(|v| {
+            if vmap[v].is_none() {
+                vmap[v] = Some(out.values.push(ValueData { ty: f.values[v].ty, def: ValueDef::Unused }));
+            }
+        });
     }
     let mv = |v: Value| vmap[v].unwrap_or(v);
     let mb =

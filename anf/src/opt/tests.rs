@@ -522,6 +522,48 @@ fn idle_compaction_scopes_are_folded_away() {
     }
 }
 
+/// A block that only jumps on, but whose parameter is read further on (a join right before a
+/// loop, its value returned after the loop), is not bypassed: its edges skipping it would leave
+/// the read without a definition. (The shape an idle compaction scope leaves behind `lookup`
+/// followed by `while`; the simplifier used to bypass it, so `opt::scopes` ran last with no
+/// clean-up after it.)
+#[test]
+fn an_empty_block_whose_parameter_is_read_later_is_kept() {
+    let text = "\
+fn @main(bool, i64, i64) -> i64 {
+b0(v0: bool, v1: i64, v2: i64):
+    brif v0, b1, b2
+b1:
+    v3 = iconst 5
+    jump b3(v3)
+b2:
+    jump b3(v1)
+b3(v4: i64):
+    jump b4(v2)
+b4(v5: i64):
+    v6 = iconst 3
+    v7 = icmp lt v5, v6
+    brif v7, b5, b6
+b5:
+    v8 = iconst 1
+    v9 = iadd v5, v8
+    jump b4(v9)
+b6:
+    return v4
+}
+";
+    let mut m = parse(text).unwrap();
+    let main = m.func_by_name("main").unwrap();
+    optimize_checked(&mut m, &[main], &OptOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    let out = print(&m);
+    // The value returned is still the join of 5 and the first argument.
+    assert!(out.contains("iconst 5"), "{out}");
+    let ret = out.lines().find(|l| l.trim_start().starts_with("return")).unwrap_or_default().trim().to_string();
+    let joined = ret.trim_start_matches("return ").to_string();
+    let join_line = out.lines().find(|l| l.contains(&format!("({joined}: i64)"))).unwrap_or_default();
+    assert!(join_line.starts_with('b'), "`{ret}` does not return a join's parameter:\n{out}");
+}
+
 /// Division by a constant zero must still fail at run time, even if its result is unused.
 #[test]
 fn failing_operations_are_kept() {
