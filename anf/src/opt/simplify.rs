@@ -1,9 +1,9 @@
 //! Local clean-up of one function, repeated until nothing changes: unreachable blocks go, block
 //! parameters that always receive the same value are replaced by it (copy propagation), constant
 //! operations and branches fold, loads from fresh records read the value stored there, a jump to
-//! a block with no other predecessor merges the two, empty forwarding blocks are bypassed, and
-//! instructions whose results nobody uses and that cannot fail disappear. The function is then
-//! renumbered densely in layout order.
+//! a block with no other predecessor merges the two, empty forwarding blocks whose parameters
+//! nothing else reads are bypassed, and instructions whose results nobody uses and that cannot
+//! fail disappear. The function is then renumbered densely in layout order.
 //!
 //! # Forwarding through records
 //! A load from `p + off`, where `p` is an `alloc` of this function, is replaced by the value of
