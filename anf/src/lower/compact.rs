@@ -25,8 +25,8 @@
 //! since the mark is *kept* (taken out of the memory being freed, not copied) and a kept map's
 //! values are copied in place (`nabla_arena_map_slots`), and anything older is left where it is
 //! — the release does not touch it. Copying back copies exactly what lies in the side arena
-//! (`nabla_arena_in_side`). Parts compaction cannot copy (group records, changes' payloads,
-//! duals' environments) are *held* (`nabla_arena_hold`): older than the mark they stay where
+//! (`nabla_arena_in_side`); a change's payload record likewise. Parts compaction cannot copy
+//! (group records, duals' environments) are *held* (`nabla_arena_hold`): older than the mark they stay where
 //! they are; made since it, they abandon the compaction, which then frees nothing (the words
 //! copied so far are copied back, since kept maps were updated in place) and waits for twice as
 //! much next time. A loop whose body allocates nothing once optimised has its mark and checks
@@ -41,8 +41,8 @@ use crate::ir::{self, BinaryOp, BlockCall, FuncId, Inst, Op, Signature, TagId, V
 
 /// Can compaction copy (or keep) the parts of a value of type `t` made since the mark, as far as
 /// the type tells? Closures are copied through their tags, and whether what their environments
-/// hold can be is found at run time. Other parts (group records, changes' payloads, duals'
-/// environments) are only *held*: older than the mark they stay where they are, made since it
+/// hold can be is found at run time. Other parts (group records, duals' environments; changes,
+/// whose payloads are copied but whose `gchange` group is held) are only *held*: older than the mark they stay where they are, made since it
 /// they abandon the compaction.
 fn copyable(t: &Type) -> bool {
     match t {
@@ -79,7 +79,7 @@ fn updates_in_place(t: &Type) -> bool {
         Type::Map(_, v) => has_pointers(v),
         Type::Fun(..) => true,
         Type::Tuple(ts) => ts.iter().any(updates_in_place),
-        Type::Array(e) => updates_in_place(e),
+        Type::Array(e) | Type::Delta(e) => updates_in_place(e),
         _ => false,
     }
 }
@@ -328,7 +328,42 @@ impl Lowerer<'_> {
                 let env = self.call(f, vec![words[0], words[1]]);
                 Ok(vec![words[0], env[0]])
             }
-            // A dual's environment, a change's payload (the second word), a group's record.
+            // A change of a base type: its payload record (`replace v`: v's words; `gchange g dv`:
+            // the group's record, held, then dv's words), copied if it is to be.
+            Type::Delta(base) if !matches!(**base, Type::Fun(..) | Type::Dual(_)) => {
+                let (kind, payload) = (words[0], words[1]);
+                let base = (**base).clone();
+                let copy = self.ext1(dir.test(), vec![payload])?;
+                let r = self.branch(
+                    copy,
+                    &[ir::Type::Ptr],
+                    &mut |l| {
+                        // As `<+>` reads it (`groups::oplus`): kind 0 is `replace`.
+                        let zero = l.b().iconst(0);
+                        let replace = l.b().icmp(ir::Cmp::Eq, kind, zero);
+                        let bt = flat(&base);
+                        l.branch(
+                            replace,
+                            &[ir::Type::Ptr],
+                            &mut |l| {
+                                let v = l.load_words(&bt, payload, 0);
+                                let ws = l.copy_words(&base, &v, dir)?;
+                                Ok(vec![l.record(&ws)])
+                            },
+                            &mut |l| {
+                                let g = l.b().load(ir::Type::Ptr, payload, 0);
+                                let mut ws = l.copy_words(&Type::Group(std::rc::Rc::new(base.clone())), &[g], dir)?;
+                                let dv = l.load_words(&bt, payload, 8);
+                                ws.extend(l.copy_words(&base, &dv, dir)?);
+                                Ok(vec![l.record(&ws)])
+                            },
+                        )
+                    },
+                    &mut |_| Ok(vec![payload]),
+                )?;
+                Ok(vec![kind, r[0]])
+            }
+            // A dual's environment, a group's record.
             Type::Dual(_) | Type::Delta(_) if dir == Direction::Out => {
                 self.ext("nabla_arena_hold", vec![words[1]])?;
                 Ok(words.to_vec())
