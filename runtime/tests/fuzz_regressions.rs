@@ -32,6 +32,20 @@ fn fuzz_regressions_replay_cleanly() {
     assert!(failures.is_empty(), "{} of {replayed} inputs fail:\n{}", failures.len(), failures.join("\n"));
 }
 
+/// Programs `pipeline` generated that failed, replayed by their source, with the value both
+/// engines must give.
+#[test]
+fn pipeline_programs_found_by_fuzzing() {
+    let found: &[(&str, &str)] = &[
+        // The reducer had no rule for `⊕` at Real (rule (⊕) of `interp::pullback::rules`): the
+        // change terms are constants, so the gradient is that of `g * 2.0`.
+        ("def main = grad (fun (g : Real) -> g * 2.0 + ((0.5 <+> replace (-0.5)) <+> (1.25 <-> 0.25))) 1.0", "2.0"),
+    ];
+    for (src, want) in found {
+        assert_eq!(fuzz_checks::pipeline_source(src), Ok(want.to_string()), "{src}");
+    }
+}
+
 /// A handful of inputs per target, hand-written (the seeds of the fuzzers' corpora): the
 /// checks themselves run on the stable toolchain.
 #[test]

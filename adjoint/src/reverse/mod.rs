@@ -1573,6 +1573,11 @@ impl Ad<'_, '_> {
                 let d = self.emit(out, "d", mk(ExprKind::Neg(g), Type::Real));
                 self.add(out, a, Adj::R(d))
             }
+            // `a ⊕ da` with `a` active: its derivative depends on which change `da` holds (the
+            // reducer's rule (⊕) reads it at the point); not compiled, so the interpreter runs it.
+            ExprKind::Bin(BinOp::Oplus, a, _) if self.is_active(a) => {
+                self.err("a gradient through `<+>` of a value that depends on the input")
+            }
             ExprKind::Bin(op, a, c) => {
                 let Adj::R(g) = g else { return self.err(format!("`{}` on arrays", op.ascii())) };
                 self.prim(out, Prim::Op(*op), &[a.clone(), c.clone()], &g, &z)

@@ -48,11 +48,16 @@ pub const SUPPORT: &[SupportDecl] = &[
     decl("nabla_arena_in_side", &[P], &[B], false),
     decl("nabla_arena_keep_bag", &[P], &[P], false),
     decl("nabla_arena_keep_map", &[P], &[P], false),
-    // `(ptr)`: the survivor holds something compaction cannot copy (a closure's environment, a
-    // group record, a change's payload; a map whose values hold pointers): made since the mark,
-    // it abandons the compaction (`compact_end` then frees nothing and gives minus the bytes).
+    // `(ptr)`: the survivor holds something compaction cannot copy (a group record, a change's
+    // payload, a dual's environment): made since the mark, it abandons the compaction
+    // (`compact_end` then frees nothing and gives minus the bytes).
     decl("nabla_arena_hold", &[P], &[], false),
-    decl("nabla_arena_hold_map", &[P], &[], false),
+    // A map whose values hold pointers, kept by the compaction (`(map, back) -> base`, -1 when
+    // there is nothing to copy): the addresses of its values' words, `nabla_map_len` of them,
+    // are `(base, i) -> slot`, until `(base)` drops them.
+    decl("nabla_arena_map_slots", &[P, B], &[I], false),
+    decl("nabla_arena_map_slot", &[I, I], &[P], false),
+    decl("nabla_arena_map_slots_end", &[I], &[], false),
     decl("nabla_arena_compact_end", &[I], &[I], false),
     // Real primitives Cranelift has no instruction for.
     decl("nabla_sin", &[F], &[F], false),

@@ -16,8 +16,8 @@ pub(crate) struct Chain {
     /// `tys[k]` is the closure type after `k` arguments: `A_k -> … -> A_(n-1) -> R`.
     pub tys: Vec<Type>,
     pub body: Body,
-    /// Captured variables, with what is statically known of each.
-    pub fv: Vec<(VarKey, Shape)>,
+    /// Captured variables, with what is statically known of each and their types.
+    pub fv: Vec<(VarKey, Shape, Type)>,
     pub name: String,
     /// The definition the chain is in (names the λs made inside it).
     pub def_name: String,
@@ -28,7 +28,7 @@ impl Chain {
     fn len(&self) -> usize {
         self.params.len()
     }
-    fn arg(&self, k: usize) -> R<Type> {
+    pub(crate) fn arg(&self, k: usize) -> R<Type> {
         Ok(fun_parts(&self.tys[k])?.0.clone())
     }
     fn result(&self) -> R<Type> {
@@ -41,8 +41,8 @@ impl Chain {
 pub(crate) enum TagKind {
     /// Step `k` (0-based) of a chain: `k` arguments collected.
     Chain(ChainId, usize),
-    /// A builtin partially applied.
-    Prim,
+    /// A builtin of this monomorphic type, partially applied to this many arguments.
+    Prim(Type, usize),
 }
 
 #[derive(Clone, Debug)]
@@ -91,13 +91,13 @@ impl Lowerer<'_> {
         }
         let mut fv = Vec::new();
         let mut words = Vec::new();
-        for key in super::scan::free_vars(e) {
+        for (key, ty) in super::scan::free_vars(e) {
             let v = self
                 .env
                 .get(&key)
                 .cloned()
                 .ok_or_else(|| LowerError::internal(format!("unbound variable {key:?} in a λ")))?;
-            fv.push((key, self.shape_of(&v)));
+            fv.push((key, self.shape_of(&v), ty));
             Self::dyn_words(&v, &mut words);
         }
         let env = if words.is_empty() { None } else { Some(self.record(&words)) };
@@ -119,7 +119,7 @@ impl Lowerer<'_> {
         Ok(LVal::Fun(Clo::Lam { chain: id, env, args: Vec::new() }))
     }
 
-    fn chain(&self, c: ChainId) -> &Chain {
+    pub(crate) fn chain(&self, c: ChainId) -> &Chain {
         &self.chains[c.0 as usize]
     }
 
@@ -171,7 +171,7 @@ impl Lowerer<'_> {
         let ty = ch.tys[k].clone();
         let env = if k == 0 {
             let mut tys = Vec::new();
-            for (_, s) in &ch.fv {
+            for (_, s, _) in &ch.fv {
                 Self::shape_types(s, &mut tys);
             }
             tys
@@ -208,7 +208,7 @@ impl Lowerer<'_> {
         }
         let f = self.new_function(&format!("{}.partial{k}", b.name()), self.tag_signature(&cty)?);
         self.work.push(Work::PrimStep(b, ty.clone(), k, f));
-        let tag = self.add_tag(TagKind::Prim, &cty, f, env)?;
+        let tag = self.add_tag(TagKind::Prim(ty.clone(), k), &cty, f, env)?;
         self.prim_tags.insert(key, tag);
         Ok(tag)
     }
@@ -402,7 +402,7 @@ impl Lowerer<'_> {
         let ps = self.params();
         let env1 = ps[0];
         let mut off = 0;
-        for (key, shape) in &ch.fv {
+        for (key, shape, _) in &ch.fv {
             let mut tys = Vec::new();
             Self::shape_types(shape, &mut tys);
             let words = self.load_words(&tys, env1, off);

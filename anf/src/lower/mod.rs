@@ -173,6 +173,8 @@ enum Work {
     Helper(Helper, Type, FuncId),
     /// `group.same` at a carrier type (see `changes`).
     SameGroup(Type, FuncId),
+    /// The copier of closures of a type in one direction (see `compact`).
+    Copier(Type, compact::Direction, FuncId),
 }
 
 /// The lowering state: the module under construction and everything known about closures.
@@ -210,6 +212,10 @@ pub(crate) struct Lowerer<'p> {
     no_base_words: FxHashSet<(FuncId, Value)>,
     /// `group.same` helpers by carrier type.
     same_group_fns: FxHashMap<String, FuncId>,
+    /// Compaction's closure copiers by closure type and direction (`compact`).
+    copiers: FxHashMap<(String, compact::Direction), FuncId>,
+    /// Their switches over the type's tags, filled in once every tag is known.
+    pending_copies: Vec<compact::PendingCopy>,
 }
 
 /// The printed form of a type: the key of per-type tables.
@@ -259,6 +265,8 @@ impl<'p> Lowerer<'p> {
             lam_counts: FxHashMap::default(),
             no_base_words: FxHashSet::default(),
             same_group_fns: FxHashMap::default(),
+            copiers: FxHashMap::default(),
+            pending_copies: Vec::new(),
         }
     }
 
@@ -316,11 +324,18 @@ impl<'p> Lowerer<'p> {
             while let Some(w) = self.work.pop() {
                 self.generate(w)?;
             }
-            if self.pending.is_empty() {
+            if !self.pending.is_empty() {
+                for p in std::mem::take(&mut self.pending) {
+                    self.patch(p)?;
+                }
+                continue;
+            }
+            // Closure copiers last: filling them in makes no tags, only more copiers.
+            if self.pending_copies.is_empty() {
                 return Ok(());
             }
-            for p in std::mem::take(&mut self.pending) {
-                self.patch(p)?;
+            for p in std::mem::take(&mut self.pending_copies) {
+                self.patch_copy(p)?;
             }
         }
     }
@@ -333,6 +348,7 @@ impl<'p> Lowerer<'p> {
             Work::PrimStep(b, ty, k, f) => self.gen_prim_step(b, &ty, k, f),
             Work::Helper(h, ty, f) => self.gen_helper(h, &ty, f),
             Work::SameGroup(ty, f) => self.gen_same_group(&ty, f),
+            Work::Copier(ty, dir, f) => self.gen_copier(&ty, dir, f),
         }
     }
 
@@ -429,7 +445,7 @@ impl<'p> Lowerer<'p> {
     }
 
     /// Replaces the operation of `inst` in function `f` (used to fill in switches).
-    fn set_op(&mut self, f: FuncId, inst: Inst, op: ir::Op) {
+    pub(crate) fn set_op(&mut self, f: FuncId, inst: Inst, op: ir::Op) {
         self.module.funcs[f].insts[inst].op = op;
     }
 

@@ -3,6 +3,7 @@
 
 use frontend::builtins::Builtin;
 use frontend::syntax::{ExprKind, VarRef, E};
+use frontend::types::Type;
 use frontend::Span;
 use rustc_hash::FxHashSet;
 
@@ -81,8 +82,9 @@ fn collect_builtin_types(e: &E, out: &mut FxHashSet<String>) {
     frontend::lin::for_each_child(e, &mut |c| collect_builtin_types(c, out));
 }
 
-/// The variables (locals and definitions) `e` uses but does not bind, in order of first use.
-pub(crate) fn free_vars(e: &E) -> Vec<VarKey> {
+/// The variables (locals and definitions) `e` uses but does not bind, in order of first use, with
+/// their types.
+pub(crate) fn free_vars(e: &E) -> Vec<(VarKey, Type)> {
     let mut seen = FxHashSet::default();
     let mut out = Vec::new();
     frontend::lin::visit_free_vars(e, &mut |v| {
@@ -92,7 +94,7 @@ pub(crate) fn free_vars(e: &E) -> Vec<VarKey> {
             _ => return,
         };
         if seen.insert(key) {
-            out.push(key);
+            out.push((key, v.ty.clone()));
         }
     });
     out

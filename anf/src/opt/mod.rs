@@ -163,12 +163,14 @@ fn run<E>(
         module.funcs[f] = func;
         check(module, "unsorted iteration", f)?;
     }
-    // Last, with no clean-up after it (a constant check leaves a branch Cranelift folds): the
-    // compaction scopes of loops that allocate nothing once optimised.
+    // Last, the compaction scopes of loops that allocate nothing once optimised; the simplifier
+    // then folds their constant checks and removes the copying code they guarded.
     let funcs: Vec<FuncId> = module.funcs.keys().collect();
     for f in funcs {
         if scopes::drop_idle(module, f, &mut allocating) {
             check(module, "idle compaction scopes", f)?;
+            simplify::simplify_function(module, f, &facts);
+            check(module, "simplification", f)?;
         }
     }
     Ok(prune(module, roots))

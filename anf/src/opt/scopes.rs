@@ -4,8 +4,9 @@
 //! forwarding often remove every allocation (a partial application's environment, a record
 //! read back at once). A mark whose checks no allocating instruction can precede — no path from
 //! the mark to one of its checks, not passing through a check, meets an instruction that may
-//! allocate (directly or through a call) — becomes a constant and its checks `false`, so the
-//! loop runs with no call into the runtime.
+//! allocate (directly or through a call) — becomes a constant and its checks `false`; the
+//! simplifier run after it folds the branches and removes the copying code, so the loop runs with
+//! no call into the runtime.
 
 use rustc_hash::{FxHashMap, FxHashSet};
 

@@ -1,20 +1,24 @@
 //! Local clean-up of one function, repeated until nothing changes: unreachable blocks go, block
 //! parameters that always receive the same value are replaced by it (copy propagation), constant
 //! operations and branches fold, loads from fresh records read the value stored there, a jump to
-//! a block with no other predecessor merges the two, empty forwarding blocks are bypassed, and
-//! instructions whose results nobody uses and that cannot fail disappear. The function is then
-//! renumbered densely in layout order.
+//! a block with no other predecessor merges the two, empty forwarding blocks whose parameters
+//! nothing else reads are bypassed, and instructions whose results nobody uses and that cannot
+//! fail disappear. The function is then renumbered densely in layout order.
 //!
 //! # Forwarding through records
 //! A load from `p + off`, where `p` is an `alloc` of this function, is replaced by the value of
 //! the only store to `p + off` in the function when that store dominates the load: every path to
 //! the load passes the store after the allocation, and the stored value's latest definition is
-//! the one the store wrote. Nothing else may write there: when every function of the module
-//! stores only into records and arrays it allocated itself ([`ModuleFacts::clean`], which is
-//! how lowering builds records: once, where they are made), a record escaping into calls is
-//! still written only by its maker; otherwise only records that never escape are forwarded.
-//! Support functions that write through a pointer argument ([`WRITES_THROUGH`]) count as stores
-//! to every slot of that record.
+//! the one the store wrote. Nothing else may write there, which is checked **per allocation**:
+//! every write of the module (a store, a call, a support function writing through an argument,
+//! [`WRITES_THROUGH`]) has a target that is a record or array element its function made, a
+//! parameter of its function (the callers' summary: [`ModuleFacts`] knows, per function and
+//! parameter, whether a call may write through it), or something else ([`ModuleFacts::
+//! unknown_writes`]). A record `p` is forwarded when it is never passed where a call or support
+//! function writes through it, is never the base of an element address, and — if some write in
+//! the module has an unknown target — never escapes at all (is only loaded from and stored
+//! into). Lowering builds records once, where they are made, so in compiled programs every
+//! record is forwarded.
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -29,6 +33,10 @@ use super::inline::map_operands;
 
 /// Support functions that write through pointer arguments: `(name, argument index)`.
 pub const WRITES_THROUGH: &[(&str, usize)] = &[("nabla_map_get", 2)];
+
+/// Support functions returning addresses that are never a record's: writes through them are
+/// known not to touch records (`nabla_arena_map_slot`: a map's value, in the runtime's memory).
+const OWN_MEMORY: &[&str] = &["nabla_arena_map_slot"];
 
 /// Support functions without effects (neither failing nor writing): unused calls are removed.
 pub(super) const PURE_SUPPORT: &[&str] = &[
@@ -51,12 +59,46 @@ pub(super) const PURE_SUPPORT: &[&str] = &[
 
 /// What simplification needs to know about the module as a whole.
 pub struct ModuleFacts {
-    /// Every function writes only to memory it allocated itself (see the module comment).
-    pub clean: bool,
+    /// Some write (a store, a call writing through a parameter, a support function writing
+    /// through an argument) targets an address that is neither a record or array element its
+    /// function allocated nor a parameter of its function: a record that escapes (is stored,
+    /// returned, joined, passed on) might be written there. See the module comment.
+    pub unknown_writes: bool,
+    /// Per function, per parameter: may a call write through the pointer passed there (directly
+    /// or through its callees)?
+    writes_param: Vec<Vec<bool>>,
     /// Per extern: the pointer arguments it writes through.
     writes: Vec<Vec<usize>>,
     /// Per extern: has no effect but its result.
     pure: Vec<bool>,
+}
+
+/// Where a written address comes from, in its function.
+enum Target {
+    /// A record (`alloc`) or an array element (`elem_addr`) the function made, or a map's value
+    /// slot ([`OWN_MEMORY`]).
+    Own,
+    /// Parameter `k` of the function.
+    Param(usize),
+    /// Anything else (a pointer loaded from memory, returned by a call, a block parameter…).
+    Unknown,
+}
+
+fn target(module: &Module, f: &Function, params: &[Value], p: Value) -> Target {
+    match def_op(f, p) {
+        // A value slot of a map (Rust memory, never a record), which compaction updates.
+        Some(Op::CallExt(e, _)) if OWN_MEMORY.contains(&module.externs[*e].name.as_str()) => Target::Own,
+        // Forwarding reads records (`alloc`s) only, and arrays are never records (an
+        // `elem_addr` into a record disqualifies it: `forwardable_loads`). Reverse mode's
+        // accumulators and tapes are updated in place this way (`accAdd'`, `tapeSet'`) by
+        // functions that did not allocate them; ARCHITECTURE.md ("Memory regions") states the
+        // rule.
+        Some(Op::Alloc(_) | Op::ElemAddr(..)) => Target::Own,
+        _ => match params.iter().position(|q| *q == p) {
+            Some(k) => Target::Param(k),
+            None => Target::Unknown,
+        },
+    }
 }
 
 impl ModuleFacts {
@@ -65,7 +107,9 @@ impl ModuleFacts {
         self.pure.get(e.index()).copied().unwrap_or(false)
     }
 
-    /// The facts of `module` as it is now (inlining and simplification keep them true).
+    /// The facts of `module` as it is now. Inlining and simplification keep them true: they
+    /// only make an address's origin more precise (a parameter becomes the caller's value, a
+    /// block parameter the value it always receives), never less.
     pub fn of(module: &Module) -> ModuleFacts {
         let writes: Vec<Vec<usize>> = module
             .externs
@@ -73,30 +117,70 @@ impl ModuleFacts {
             .map(|e| WRITES_THROUGH.iter().filter(|(n, _)| *n == e.name).map(|(_, i)| *i).collect())
             .collect();
         let pure = module.externs.values().map(|e| PURE_SUPPORT.contains(&e.name.as_str()) && !e.fallible).collect();
-        let mut facts = ModuleFacts { clean: true, writes, pure };
-        facts.clean = module.funcs.values().all(|f| facts.writes_only_own_memory(f));
+        let n = module.funcs.len();
+        let mut facts = ModuleFacts {
+            unknown_writes: false,
+            writes_param: module.funcs.values().map(|f| vec![false; f.sig.params.len()]).collect(),
+            writes,
+            pure,
+        };
+        // Parameters written through, to a fixpoint over the calls; then whether any write
+        // has an unknown target.
+        loop {
+            let mut changed = false;
+            for (g, f) in module.funcs.iter() {
+                let params = f.entry().map(|b| f.blocks[b].params.clone()).unwrap_or_default();
+                for (p, _) in facts.written(f) {
+                    if let Target::Param(k) = target(module, f, &params, p) {
+                        if g.index() < n && !facts.writes_param[g.index()][k] {
+                            facts.writes_param[g.index()][k] = true;
+                            changed = true;
+                        }
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        facts.unknown_writes = module.funcs.values().any(|f| {
+            let params = f.entry().map(|b| f.blocks[b].params.clone()).unwrap_or_default();
+            facts.written(f).into_iter().any(|(p, _)| matches!(target(module, f, &params, p), Target::Unknown))
+        });
         facts
     }
 
-    /// Does every store of `f` (and every pointer a support function writes through) target a
-    /// record or array element `f` allocated?
-    fn writes_only_own_memory(&self, f: &Function) -> bool {
-        // Forwarding reads records (`alloc`s) only, and arrays are never records: a store to an
-        // array element does not make the module unclean. Reverse mode's accumulators and tapes
-        // are updated in place this way (`accAdd'`, `tapeSet'`) by functions that did not
-        // allocate them; ARCHITECTURE.md ("Memory regions") states the rule.
-        let local = |p: Value| match def_op(f, p) {
-            Some(Op::Alloc(_)) => true,
-            Some(Op::ElemAddr(..)) => true,
-            _ => false,
-        };
-        f.layout.iter().flat_map(|b| &f.blocks[*b].insts).all(|&i| match &f.insts[i].op {
-            Op::Store(_, p, _) => local(*p),
-            Op::CallExt(e, args) => {
-                self.writes.get(e.index()).is_none_or(|ws| ws.iter().all(|&k| args.get(k).is_none_or(|a| local(*a))))
+    /// Does a call of `g` write through its argument `k`?
+    fn writes_arg(&self, g: FuncId, k: usize) -> bool {
+        self.writes_param.get(g.index()).and_then(|w| w.get(k)).copied().unwrap_or(true)
+    }
+
+    /// Does extern `e` write through its argument `k`?
+    fn extern_writes_arg(&self, e: usize, k: usize) -> bool {
+        self.writes.get(e).is_none_or(|ws| ws.contains(&k))
+    }
+
+    /// The addresses `f` writes through, by stores, calls and support functions, as far as
+    /// the facts know now, with the writing instruction.
+    fn written(&self, f: &Function) -> Vec<(Value, Inst)> {
+        let mut out = Vec::new();
+        for &b in &f.layout {
+            for &i in &f.blocks[b].insts {
+                match &f.insts[i].op {
+                    Op::Store(_, p, _) => out.push((*p, i)),
+                    Op::Call(g, args) => out
+                        .extend(args.iter().enumerate().filter(|(k, _)| self.writes_arg(*g, *k)).map(|(_, a)| (*a, i))),
+                    Op::CallExt(e, args) => out.extend(
+                        args.iter()
+                            .enumerate()
+                            .filter(|(k, _)| self.extern_writes_arg(e.index(), *k))
+                            .map(|(_, a)| (*a, i)),
+                    ),
+                    _ => {}
+                }
             }
-            _ => true,
-        })
+        }
+        out
     }
 }
 
@@ -504,6 +588,7 @@ impl<'a> Simplifier<'a> {
         let mut recs: FxHashMap<Value, Rec> = FxHashMap::default();
         let mut loads = Vec::new();
         let is_alloc = |v: Value| matches!(def_op(func, v), Some(Op::Alloc(_)));
+        let unknown = self.facts.unknown_writes;
         // Most rounds have nothing to forward: look before building anything.
         let any_candidate = func
             .layout
@@ -526,7 +611,8 @@ impl<'a> Simplifier<'a> {
                         if off % 8 != 0 {
                             r.bad = true;
                         }
-                        if is_alloc(*v) && !self.facts.clean {
+                        // Stored into a record: it escapes.
+                        if is_alloc(*v) && unknown {
                             recs.entry(*v).or_default().bad = true;
                         }
                     }
@@ -536,16 +622,28 @@ impl<'a> Simplifier<'a> {
                         }
                         loads.push(i);
                     }
-                    Op::CallExt(e, args) => {
-                        let writes = self.facts.writes.get(e.index()).cloned().unwrap_or_default();
+                    // Passed to a call or a support function that writes through it, or
+                    // escaping while some write has an unknown target.
+                    Op::Call(g, args) => {
                         for (k, a) in args.iter().enumerate() {
-                            if is_alloc(*a) && (!self.facts.clean || writes.contains(&k)) {
+                            if is_alloc(*a) && (unknown || self.facts.writes_arg(*g, k)) {
                                 recs.entry(*a).or_default().bad = true;
                             }
                         }
                     }
+                    Op::CallExt(e, args) => {
+                        for (k, a) in args.iter().enumerate() {
+                            if is_alloc(*a) && (unknown || self.facts.extern_writes_arg(e.index(), k)) {
+                                recs.entry(*a).or_default().bad = true;
+                            }
+                        }
+                    }
+                    // An element address into a record is a write forwarding would not see.
+                    Op::ElemAddr(a, ..) if is_alloc(*a) => {
+                        recs.entry(*a).or_default().bad = true;
+                    }
                     _ => {
-                        if !self.facts.clean {
+                        if unknown {
                             op.for_each_operand(|a| {
                                 if is_alloc(a) {
                                     recs.entry(a).or_default().bad = true;
@@ -667,6 +765,11 @@ impl<'a> Simplifier<'a> {
     }
 
     /// Edges into a block that only jumps on go straight to its target. True if any did.
+    ///
+    /// Only a block whose parameters nothing but its own jump reads: a parameter of a block
+    /// dominates the code after it, so `b(p): jump c(…)` followed by a use of `p` further on
+    /// (a join block right before a loop whose result is read after it) would leave that use
+    /// without a definition once the edges skip `b`.
     fn bypass_empty_blocks(&mut self) -> bool {
         let mut any = false;
         let entry = self.func.entry();
@@ -687,6 +790,32 @@ impl<'a> Simplifier<'a> {
         }
         if forward.is_empty() {
             return false;
+        }
+        // Drop the candidates whose parameters are read elsewhere.
+        let mut owner: FxHashMap<Value, Block> = FxHashMap::default();
+        for &b in forward.keys() {
+            for &p in &self.func.blocks[b].params {
+                owner.insert(p, b);
+            }
+        }
+        if !owner.is_empty() {
+            let mut read_elsewhere: FxHashSet<Block> = FxHashSet::default();
+            for &b in &self.func.layout {
+                let own_jump = forward.contains_key(&b).then(|| self.func.blocks[b].insts[0]);
+                for &i in &self.func.blocks[b].insts {
+                    self.func.insts[i].op.for_each_operand(|v| {
+                        if let Some(&o) = owner.get(&v) {
+                            if o != b || Some(i) != own_jump {
+                                read_elsewhere.insert(o);
+                            }
+                        }
+                    });
+                }
+            }
+            forward.retain(|b, _| !read_elsewhere.contains(b));
+            if forward.is_empty() {
+                return false;
+            }
         }
         for &a in &self.func.layout.clone() {
             let Some(&last) = self.func.blocks[a].insts.last() else { continue };
@@ -903,6 +1032,15 @@ pub fn compact(f: &Function) -> Function {
             out.blocks[nb].insts.push(ni);
             copies.push((i, ni));
         }
+    }
+    // An operand whose definition is gone (a rewrite's bug) must not be renumbered into some
+    // other value: it becomes an undefined value of its own, which the verifier reports.
+    for (i, _) in &copies {
+        f.insts[*i].op.for_each_operand(|v| {
+            if vmap[v].is_none() {
+                vmap[v] = Some(out.values.push(ValueData { ty: f.values[v].ty, def: ValueDef::Unused }));
+            }
+        });
     }
     let mv = |v: Value| vmap[v].unwrap_or(v);
     let mb =

@@ -552,6 +552,13 @@ impl Map {
         self.entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))
     }
 
+    /// The address of every value's words, in no particular order: compaction copies what they
+    /// point to and writes the copies' addresses back. They stay valid while the map is not
+    /// changed.
+    pub fn value_slots(&mut self) -> impl Iterator<Item = *mut u64> + '_ {
+        self.entries.values_mut().map(|v| v.as_mut_slice().as_mut_ptr())
+    }
+
     /// The value at `key`, to update in place.
     pub fn get_mut(&mut self, key: &[u64]) -> Option<&mut [u64]> {
         self.entries.get_mut(&Words::new(key)).map(|v| v.as_mut_slice())

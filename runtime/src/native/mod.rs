@@ -119,6 +119,10 @@ pub struct CallCtx {
     kept_bags: Vec<Box<Bag>>,
     #[allow(clippy::vec_box)]
     kept_maps: Vec<Box<Map>>,
+    /// Kept maps whose values the compaction under way copied out (to copy back), and the value
+    /// slots being visited (see [`CallCtx::map_slots`]).
+    copied_maps: Vec<*const Map>,
+    map_slots: Vec<*mut u64>,
     /// Checking mode (tests): released memory is poisoned, released bags and maps emptied and
     /// never reused.
     checking: bool,
@@ -165,6 +169,8 @@ impl CallCtx {
             compacting: 0,
             kept_bags: Vec::new(),
             kept_maps: Vec::new(),
+            copied_maps: Vec::new(),
+            map_slots: Vec::new(),
             checking: false,
             graveyard: (Vec::new(), Vec::new()),
             collections_peak: 0,
@@ -338,6 +344,8 @@ impl CallCtx {
         self.main_end = self.header.alloc_end;
         self.abandon = false;
         self.compacting = mark;
+        self.copied_maps.clear();
+        self.map_slots.clear();
         self.side.set_limit(self.arena_limit().saturating_sub(self.arena.reserved()));
         self.side.reset(&mut self.header);
         self.in_side = true;
@@ -375,15 +383,50 @@ impl CallCtx {
         }
     }
 
-    /// As [`CallCtx::hold`], for a map whose values hold pointers.
-    pub fn hold_map(&mut self, map: *mut Map) {
-        let (_, since) = self.mark_counts(self.compacting);
-        if self.maps[since..].iter().any(|m| std::ptr::eq(&**m, map)) {
-            self.abandon = true;
+    /// During a compaction, for a map whose values hold pointers, after [`CallCtx::keep_map`]:
+    /// copying out (`back` false), a map made since the mark has its values' slots visited
+    /// (compiled code copies what each value reaches that was made since the mark and writes the
+    /// copy back into the slot, in place: nothing older than the mark can hold a map made since
+    /// it, and the survivor is the only way to it), and is remembered; copying back, a
+    /// remembered map has them visited again. Gives the index of the first slot (there are
+    /// `len` of them, [`CallCtx::map_slot`]), or -1 when there is nothing to visit (a map older
+    /// than the mark: its values are older too). A map's slots stay valid while it is not
+    /// changed, and nothing changes it during a compaction.
+    pub fn map_slots(&mut self, map: *mut Map, back: bool) -> i64 {
+        let visit = if back {
+            self.copied_maps.iter().any(|m| std::ptr::eq(*m, map))
+        } else {
+            let kept = self.kept_maps.iter().any(|m| std::ptr::eq(&**m, map));
+            if kept && !self.copied_maps.iter().any(|m| std::ptr::eq(*m, map)) {
+                self.copied_maps.push(map);
+            }
+            kept
+        };
+        if !visit {
+            return -1;
         }
+        let base = self.map_slots.len() as i64;
+        // SAFETY: a map of this context, kept alive by the compaction (in `kept_maps`, or in
+        // `maps` after the release).
+        let m = unsafe { &mut *map };
+        self.map_slots.extend(m.value_slots());
+        base
     }
 
-    /// As [`CallCtx::keep_bag`], for a map (whose values hold no pointers: `lower::compact`).
+    /// Slot `i` of those [`CallCtx::map_slots`] gave from `base`.
+    pub fn map_slot(&self, base: i64, i: i64) -> Result<*mut u64, NativeError> {
+        usize::try_from(base.saturating_add(i))
+            .ok()
+            .and_then(|k| self.map_slots.get(k).copied())
+            .ok_or_else(|| NativeError::new(STATUS_PANIC, "internal error: a map slot out of range"))
+    }
+
+    /// Forgets the slots from `base` on (visits nest: a map's values may hold maps).
+    pub fn map_slots_end(&mut self, base: i64) {
+        self.map_slots.truncate(usize::try_from(base).unwrap_or(0));
+    }
+
+    /// As [`CallCtx::keep_bag`], for a map.
     pub fn keep_map(&mut self, map: *mut Map) -> *mut Map {
         let (_, since) = self.mark_counts(self.compacting);
         if let Some(i) = self.maps[since..].iter().rposition(|m| std::ptr::eq(&**m, map)) {

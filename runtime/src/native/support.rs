@@ -94,10 +94,21 @@ pub unsafe extern "C" fn nabla_arena_hold(ctx: *mut CtxHeader, p: *const u8) {
     })
 }
 
-/// During a compaction: the survivor holds a map whose values hold pointers (`CallCtx::hold_map`).
-pub unsafe extern "C" fn nabla_arena_hold_map(ctx: *mut CtxHeader, map: *mut Map) {
+/// During a compaction: the value slots of a kept map whose values hold pointers
+/// (`CallCtx::map_slots`).
+pub unsafe extern "C" fn nabla_arena_map_slots(ctx: *mut CtxHeader, map: *mut Map, back: bool) -> i64 {
+    guard(ctx, -1, |cx| Ok(cx.map_slots(map, back)))
+}
+
+/// Slot `i` of the slots from `base` (`CallCtx::map_slot`).
+pub unsafe extern "C" fn nabla_arena_map_slot(ctx: *mut CtxHeader, base: i64, i: i64) -> *mut u64 {
+    guard(ctx, std::ptr::null_mut(), |cx| cx.map_slot(base, i))
+}
+
+/// Drops the slots from `base` (`CallCtx::map_slots_end`).
+pub unsafe extern "C" fn nabla_arena_map_slots_end(ctx: *mut CtxHeader, base: i64) {
     guard(ctx, (), |cx| {
-        cx.hold_map(map);
+        cx.map_slots_end(base);
         Ok(())
     })
 }
@@ -547,7 +558,9 @@ pub fn address(name: &str) -> Option<*const u8> {
         "nabla_arena_keep_bag" => nabla_arena_keep_bag as *const u8,
         "nabla_arena_keep_map" => nabla_arena_keep_map as *const u8,
         "nabla_arena_hold" => nabla_arena_hold as *const u8,
-        "nabla_arena_hold_map" => nabla_arena_hold_map as *const u8,
+        "nabla_arena_map_slots" => nabla_arena_map_slots as *const u8,
+        "nabla_arena_map_slot" => nabla_arena_map_slot as *const u8,
+        "nabla_arena_map_slots_end" => nabla_arena_map_slots_end as *const u8,
         "nabla_arena_compact_end" => nabla_arena_compact_end as *const u8,
         "nabla_sin" => nabla_sin as *const u8,
         "nabla_cos" => nabla_cos as *const u8,

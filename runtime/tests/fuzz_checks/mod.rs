@@ -71,6 +71,22 @@ pub fn pipeline_run(data: &[u8]) -> (String, Option<bool>) {
     }
 }
 
+/// A program the `pipeline` target generated, replayed by its source (the generator's bytes
+/// change meaning whenever the generator does): compiled, it agrees with the interpreter as
+/// [`pipeline`] checks, and gives the interpreter's outcome.
+pub fn pipeline_source(src: &str) -> program_gen::Outcome {
+    match both_engines(src) {
+        Err(e) => panic!("{e}\n{src}"),
+        Ok((a, b, c)) => {
+            assert!(
+                outcomes_agree(&a, &b) && outcomes_agree(&a, &c),
+                "the engines disagree\ninterpreter {a:?}\ncompiled    {b:?}\nunoptimised {c:?}\n{src}"
+            );
+            a
+        }
+    }
+}
+
 /// The IR's text parser and verifier on arbitrary text: neither panics; a module that verifies
 /// prints to a text that parses back to the same print; `anf::opt` on it (every function a root)
 /// keeps it verified.

@@ -31,6 +31,8 @@
 //! (fold)  fold f b xs ↦ f (… (f b xs.[0]) …) xs.[n-1]                                    (ext)
 //! (iterate) iterate n f x ↦ f (… (f x))                 n applications                   (ext)
 //! (while) while p f x ↦ f (… (f x))                     n = the iterations taken at V    (ext)
+//! (⊕)     a ⊕ da ↦ the update D = V_da selects: v (replace v), a + d (gchange realGroup d),
+//!         op a d (a user group's op), componentwise on tuples of changes                 (ext)
 //! (grad)  grad f x ↦ unstar (((Ω f)·(Ω 1.0)) x); likewise vjp, jacobian                  (ext)
 //! (J)     (J f · t) p ↦ the derivative of f as a term, to differentiate it again, its premise
 //!         at p's shape [p.[0], …, p.[n-1]], n = len Vₚ                                   (ext)
@@ -287,6 +289,11 @@ impl<'a, 'p> Reducer<'a, 'p> {
             ExprKind::Dual(x, l, z) => self.dual_elem(at, e, x, l, z),
             ExprKind::Pullback(f, z) => self.pullback_elem(at, f, z),
             ExprKind::App(..) => self.application_elem(at, e),
+            ExprKind::Bin(BinOp::Oplus, a, da) => Ok(match update_term(a, &at.prim(da)) {
+                // (⊕) ext: the update the change's value selects, then rules 9, 10, 15 on it.
+                Some(t) => Elem::Rewrite { label: "⊕".into(), series: self.anormalise(&t) },
+                None => Elem::Stuck,
+            }),
             _ => Ok(Elem::Stuck),
         }
     }
@@ -809,5 +816,42 @@ impl CloneWith for ExprKind {
             ExprKind::Bin(op, ..) => ExprKind::Bin(*op, a, b),
             _ => ExprKind::Sum(a, b),
         }
+    }
+}
+
+/// Rule (⊕) ext: `a ⊕ da` at a continuous type is, near the point, the update `d` (the value of
+/// `da` there) selects, written as a term in `a`. A change has a discrete type, so `d` is
+/// constant near the point (as `if`'s condition and `while`'s count are): `replace v` gives `v`;
+/// `gchange g dv` gives `g`'s operation on `a` and `dv` (`a + dv` for `realGroup`, `op a dv`
+/// for `group op inverse zero`: `gchange` takes base types only); a tuple of changes updates
+/// componentwise. `None` for a change the reducer cannot see (not a value at the point).
+fn update_term(a: &E, d: &E) -> Option<E> {
+    match &d.kind {
+        ExprKind::Tuple(ds) => {
+            let parts =
+                ds.iter().enumerate().map(|(i, di)| update_term(&proj(a, i), di)).collect::<Option<Vec<E>>>()?;
+            Some(tuple(parts))
+        }
+        ExprKind::App(..) => {
+            let (head, args) = spine(d);
+            match (builtin_head(&head)?, args.as_slice()) {
+                (Builtin::Replace, [v]) => Some(v.clone()),
+                (Builtin::GChange, [g, dv]) => group_update(g, a, dv),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// `a ⊕ gchange g dv`: the operation of the group value `g` on `a` and `dv`.
+fn group_update(g: &E, a: &E, dv: &E) -> Option<E> {
+    let (head, args) = spine(g);
+    match (builtin_head(&head)?, args.as_slice()) {
+        (Builtin::RealGroup | Builtin::IntGroup, []) => {
+            Some(mk(ExprKind::Bin(BinOp::Add, a.clone(), dv.clone()), a.ty.clone()))
+        }
+        (Builtin::MkGroup, [op, _, _]) => Some(app_n(op, vec![a.clone(), dv.clone()])),
+        _ => None,
     }
 }
