@@ -137,9 +137,8 @@ b0(v0: ptr, v1: i64):
 /// A counted loop as `lower::compact` makes it: a mark before the loop, a compaction check at
 /// the end of each iteration; `BODY` (in the loop body, before the check) and `AFTER` (after
 /// the loop) are spliced in, with `$nabla_bag_new`, `$nabla_bag_len`, `$nabla_arena_since`,
-/// `$nabla_map_get` `@alloc_rec` (recursive; it allocates) and `@quiet` (too big to inline at two call sites;
-/// it does not allocate)
-/// available.
+/// `$nabla_map_get`, `@alloc_rec` (recursive; it allocates) and `@quiet` (too big to inline at
+/// two call sites; it does not allocate) available.
 fn scoped_loop(before: &str, body: &str, after: &str) -> String {
     // Too big to inline at two call sites.
     let quiet: String = (1..=50).map(|i| format!("    v{} = iadd v{}, v0\n", i + 1, i)).collect::<String>().replacen(
