@@ -233,3 +233,76 @@ fn compaction_scopes_go_exactly_when_nothing_allocates_before_a_check() {
         assert_eq!(count(&out, "main", "scope_begin"), 1, "{what}:\n{out}");
     }
 }
+
+/// A record made, stored once and passed to a call that writes only memory it allocated itself
+/// (a record of its own, an array element) is read back as the stored value: the module is
+/// clean (`simplify`, "Forwarding through records").
+const CLEAN_CALLEE: &str = "\
+fn @main(i64) -> i64 {
+b0(v0: i64):
+    v1 = alloc 8
+    store v0, v1+0
+    call @reader(v1, v0)
+    v2 = load.i64 v1+0
+    return v2
+}
+
+fn @reader(ptr, i64) -> () {
+b0(v0: ptr, v1: i64):
+    v2 = iconst 0
+    v3 = icmp le v1, v2
+    brif v3, b1, b2
+b1:
+    return
+b2:
+    v4 = alloc 8
+    store v1, v4+0
+    v5 = elemaddr v0, v2, 8
+    store v1, v5+0
+    v6 = iconst 1
+    v7 = isub v1, v6
+    call @reader(v4, v7)
+    return
+}
+";
+
+#[test]
+fn records_escaping_into_clean_callees_are_forwarded() {
+    let out = opt(CLEAN_CALLEE);
+    assert_eq!(count(&out, "main", "load.i64"), 0, "{out}");
+}
+
+/// `nabla_map_get` writing its result through a pointer its caller did not allocate makes the
+/// module unclean: an escaping record is read from memory.
+#[test]
+fn support_functions_writing_foreign_memory_make_the_module_unclean() {
+    let text = CLEAN_CALLEE
+        .replace(
+            "fn @reader(ptr, i64) -> () {",
+            "extern $nabla_map_get(ptr, ptr, ptr) -> bool\n\nfn @reader(ptr, i64) -> () {",
+        )
+        .replace("    v6 = iconst 1\n", "    v8 = call $nabla_map_get(v4, v4, v0)\n    v6 = iconst 1\n");
+    let out = opt(&text);
+    assert_eq!(count(&out, "main", "load.i64"), 1, "{out}");
+}
+
+/// An unused call of a support function without effects goes; an unused call that may fail or
+/// allocate stays.
+#[test]
+fn unused_pure_support_calls_go() {
+    let text = "\
+extern $nabla_sin(f64) -> f64
+extern fallible $nabla_bag_new(i64) -> ptr
+
+fn @main(f64) -> f64 {
+b0(v0: f64):
+    v1 = call $nabla_sin(v0)
+    v2 = iconst 1
+    v3 = call $nabla_bag_new(v2)
+    return v0
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "nabla_sin"), 0, "{out}");
+    assert_eq!(count(&out, "main", "nabla_bag_new"), 1, "{out}");
+}
