@@ -306,3 +306,47 @@ b0(v0: f64):
     assert_eq!(count(&out, "main", "nabla_sin"), 0, "{out}");
     assert_eq!(count(&out, "main", "nabla_bag_new"), 1, "{out}");
 }
+
+/// A block nothing jumps to goes even when nothing else in the function changes.
+#[test]
+fn blocks_without_predecessors_go() {
+    let text = "\
+fn @main(i64) -> i64 {
+b0(v0: i64):
+    return v0
+b1:
+    v1 = iconst 1
+    return v1
+}
+";
+    let out = opt(text);
+    assert_eq!(out.matches("\nb").count(), 1, "one block is left:\n{out}");
+}
+
+/// Folding the branch merges the blocks, which gives the join's parameter one value; the
+/// multiplication of that constant folds only in a later round: simplification runs until
+/// nothing changes.
+#[test]
+fn simplification_repeats_until_nothing_changes() {
+    let text = "\
+fn @main(i64) -> i64 {
+b0(v0: i64):
+    v1 = iconst 2
+    v2 = iconst 3
+    v3 = icmp lt v1, v2
+    brif v3, b1, b2
+b1:
+    jump b3(v1)
+b2:
+    jump b3(v2)
+b3(v4: i64):
+    v5 = imul v4, v4
+    v6 = iadd v0, v5
+    return v6
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "imul"), 0, "{out}");
+    assert_eq!(count(&out, "main", "iconst 4"), 1, "{out}");
+    assert_eq!(out.matches("\nb").count(), 1, "one block is left:\n{out}");
+}
