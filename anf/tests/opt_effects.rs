@@ -350,3 +350,48 @@ b3(v4: i64):
     assert_eq!(count(&out, "main", "iconst 4"), 1, "{out}");
     assert_eq!(out.matches("\nb").count(), 1, "one block is left:\n{out}");
 }
+
+/// A loop parameter that only ever receives one value (from the entry; itself around the loop)
+/// is that value; so is a join parameter given the same value on both edges.
+#[test]
+fn parameters_with_one_incoming_value_are_propagated() {
+    let text = "\
+fn @main(i64, i64) -> i64 {
+b0(v0: i64, v1: i64):
+    jump b1(v0, v1)
+b1(v2: i64, v3: i64):
+    v4 = icmp lt v2, v3
+    brif v4, b2, b3
+b2:
+    v5 = iconst 1
+    v6 = iadd v2, v5
+    jump b1(v6, v3)
+b3:
+    return v3
+}
+";
+    let out = opt(text);
+    assert!(out.contains("    return v1\n"), "{out}");
+    assert!(out.contains("icmp lt v2, v1"), "{out}");
+    let join = "\
+fn @main(i64, bool) -> i64 {
+b0(v0: i64, v1: bool):
+    brif v1, b1, b2
+b1:
+    v2 = imul v0, v0
+    jump b3(v0, v2)
+b2:
+    v3 = iadd v0, v0
+    jump b3(v0, v3)
+b3(v4: i64, v5: i64):
+    v6 = isub v4, v5
+    return v6
+}
+";
+    let out = opt(join);
+    assert!(
+        out.lines().all(|l| !(l.starts_with('b') && !l.starts_with("b0") && l.contains(", v"))),
+        "a join keeps two parameters:\n{out}"
+    );
+    assert_eq!(count(&out, "main", "isub v0, v"), 1, "{out}");
+}
