@@ -395,3 +395,31 @@ b3(v4: i64, v5: i64):
     );
     assert_eq!(count(&out, "main", "isub v0, v"), 1, "{out}");
 }
+
+/// A parameter given one value by a `switch` case and a jump: the case's argument goes with it.
+#[test]
+fn parameters_propagate_through_switch_cases() {
+    let text = "\
+tag t0 = @k env()
+tag t1 = @k env()
+
+fn @main(i64, i64) -> i64 {
+b0(v0: i64, v1: i64):
+    switch v0, [t0: b1(v1), t1: b2]
+b1(v2: i64):
+    v3 = imul v2, v2
+    return v3
+b2:
+    v4 = iadd v1, v1
+    v5 = ineg v4
+    jump b1(v1)
+}
+
+fn @k(ptr) -> () {
+b0(v0: ptr):
+    return
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "imul v1, v1"), 1, "{out}");
+}
