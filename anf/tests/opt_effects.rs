@@ -423,3 +423,23 @@ b0(v0: ptr):
     let out = opt(text);
     assert_eq!(count(&out, "main", "imul v1, v1"), 1, "{out}");
 }
+
+/// Unary operations of constants fold.
+#[test]
+fn unary_operations_of_constants_fold() {
+    let text = "\
+fn @main() -> i64 {
+b0:
+    v0 = iconst 3
+    v1 = ineg v0
+    v2 = bconst true
+    v3 = not v2
+    v4 = btoi v3
+    v5 = iadd v1, v4
+    return v5
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "ineg"), 0, "{out}");
+    assert_eq!(count(&out, "main", "iconst -3"), 1, "{out}");
+}
