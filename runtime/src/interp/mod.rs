@@ -6,6 +6,8 @@
 
 mod builtins;
 mod groups;
+#[cfg(test)]
+mod groups_model;
 pub mod incremental;
 pub mod pullback;
 

@@ -183,9 +183,10 @@ fn maps_agree_with_a_model_through_random_operations() {
         let keys = universe(kw);
         let mut map = Map::new(kw, vw);
         let mut model: BTreeMap<Vec<i64>, Vec<u64>> = BTreeMap::new();
+        let mut persistent = false;
         for step in 0..300 {
             let k = keys[rng.int(0, keys.len() as i64 - 1) as usize].clone();
-            match rng.int(0, 5) {
+            match rng.int(0, 6) {
                 0..=3 => {
                     let v: Vec<u64> = (0..vw).map(|_| rng.int(-50, 50) as u64).collect();
                     map.set(&words(&k), &v).unwrap();
@@ -195,10 +196,26 @@ fn maps_agree_with_a_model_through_random_operations() {
                     map.remove(&words(&k));
                     model.remove(&k);
                 }
+                5 => {
+                    // An update in place through `get_mut`.
+                    let got = map.get_mut(&words(&k)).map(|v| {
+                        v.iter_mut().for_each(|w| *w = w.wrapping_add(7));
+                        v.len()
+                    });
+                    let want = model.get_mut(&k).map(|v| {
+                        v.iter_mut().for_each(|w| *w = w.wrapping_add(7));
+                        v.len()
+                    });
+                    assert_eq!(got, want, "get_mut {k:?}");
+                }
                 _ => {
                     if rng.int(0, 9) == 0 {
                         map.recycle(kw, vw);
                         model.clear();
+                        persistent = false;
+                    } else if rng.int(0, 9) == 0 {
+                        map.set_persistent();
+                        persistent = true;
                     }
                 }
             }
@@ -206,6 +223,7 @@ fn maps_agree_with_a_model_through_random_operations() {
             assert_eq!((map.key_words(), map.value_words()), (kw, vw), "{what}");
             assert_eq!(map.len(), model.len(), "{what}: len");
             assert_eq!(map.is_empty(), model.is_empty(), "{what}: is_empty");
+            assert_eq!(map.is_persistent(), persistent, "{what}: is_persistent");
             for k in &keys {
                 assert_eq!(map.get(&words(k)), model.get(k).map(|v| &v[..]), "{what}: get {k:?}");
             }

@@ -12,6 +12,8 @@
 //! `docs/pullback-semantics.md`.
 
 mod prim;
+#[cfg(test)]
+mod prim_terms;
 pub mod print;
 mod readback;
 mod reduce;
