@@ -4,6 +4,7 @@
 //! - `reverse/{name}`: at issue 9's sizes, the compiled value and gradient (`api::Gradient`), the
 //!   compiled primal (`api::Compiled`) and the hand-written Rust adjoint, each gradient checked
 //!   against the Rust adjoint (1e-9 relative) before anything is timed.
+//!   `compile` times `Gradient::new` (source text to machine code).
 //! - `reverse_interp/{name}`: at small sizes, the reference interpreter's `grad` (the pullback
 //!   reducer; globals evaluated once, outside the timing) against the compiled gradient.
 //!
@@ -32,6 +33,9 @@ fn compiled(c: &mut Criterion) {
         grp.bench_function("gradient", |b| b.iter(|| grad.call(black_box(&args), &mut g).unwrap()));
         grp.bench_function("primal", |b| b.iter(|| primal.call_f64(black_box(&args)).unwrap()));
         grp.bench_function("rust_adjoint", |b| b.iter(|| (w.adjoint)(black_box(&mut rg))));
+        // Compile latency: source text to machine code for the value and gradient (parse, check,
+        // monomorphise, the reverse transform, lowering, `anf::opt`, Cranelift).
+        grp.bench_function("compile", |b| b.iter(|| Gradient::new(black_box(&w.src), w.def).unwrap()));
         grp.finish();
     }
 }

@@ -20,7 +20,10 @@
 //!   uses add straight into row `i` (`accAdd2'`, `accRow'`, `accRowAll'`: `x.[i].[j]` is O(1)).
 //!   An array of tuples of Reals has an accumulator of its own type (`accAdd'` adds a tuple).
 //! - **Symbolic zeros**: an absent adjoint is zero and emits nothing. **Activity**: a binding
-//!   whose type is discrete or that does not depend on the input gets no adjoint.
+//!   whose type is discrete or that does not depend on the input gets no adjoint; the components
+//!   of a tuple a loop carries are active or not by a fixpoint over the loop body, and only the
+//!   components the reverse reads are taped. The transpose of `sum` is a symbolic broadcast
+//!   (`Adj::B`), read as a scalar by elementwise reverse loops.
 //! - **Loops**: the reverse of `map`/`zipWith`/`build`/`fold`/`iterate` is an `iterate` over the
 //!   trip count (downwards for `fold`/`iterate`) that recomputes the body's primal from its
 //!   inputs (and the taped carry) and runs the body's reverse; the adjoints of captured variables
@@ -133,6 +136,8 @@ pub fn transform_listing(mono: &MonoProgram) -> R<(Option<MonoProgram>, Vec<Site
 }
 
 const READS_CARRIED_ARRAY: &str = "a gradient through a loop whose reverse reads an array it carries";
+/// Internal retry signal of `Ad::loop_forward`: the tape can hold fewer components (`Ad::unread`).
+const TAPES_UNREAD: &str = "a loop whose tape holds components its reverse does not read (internal)";
 
 /// Does `e` bind the local `id` (by `let` or λ)?
 fn binds_local(e: &E, id: LocalId) -> bool {
@@ -356,6 +361,15 @@ fn strip(e: &E) -> &E {
 
 fn is_fun(t: &Type) -> bool {
     matches!(t, Type::Fun(..))
+}
+
+/// Does a value of type `t` hold a function (in a tuple)?
+fn holds_fun(t: &Type) -> bool {
+    match t {
+        Type::Fun(..) => true,
+        Type::Tuple(ts) => ts.iter().any(holds_fun),
+        _ => false,
+    }
 }
 
 fn result_type(t: &Type) -> Type {
@@ -787,12 +801,59 @@ impl<'m> Transform<'m> {
                 Some(lam(id, &"y".into(), a, body))
             }
             ExprKind::Lam(..) => Some(f.clone()),
+            // A component of a tuple of known functions (`p.1` for `p = (λ…, …)`).
+            ExprKind::Proj(a, k) if is_fun(&f.ty) => match &self.known_tuple(a, env)?.kind {
+                ExprKind::Tuple(cs) => self.known(cs.get(*k)?, env),
+                _ => None,
+            },
             ExprKind::Var(_, VarRef::Global(d)) if is_fun(&f.ty) => {
                 let body = strip(self.bodies.get(d.0 as usize).unwrap_or(&self.mono.def(*d).body));
                 matches!(body.kind, ExprKind::Lam(..)).then(|| body.clone())
             }
             ExprKind::Var(_, VarRef::Local(id)) => env.get(id).cloned(),
             _ => None,
+        }
+    }
+
+    /// The tuple literal a tuple-typed atom with function components is bound to, if known.
+    fn known_tuple(&self, a: &E, env: &FxHashMap<LocalId, E>) -> Option<E> {
+        match &strip(a).kind {
+            ExprKind::Tuple(_) => Some(strip(a).clone()),
+            ExprKind::Var(_, VarRef::Local(id)) => {
+                env.get(id).filter(|t| matches!(t.kind, ExprKind::Tuple(_))).cloned()
+            }
+            ExprKind::Proj(b, k) => match &self.known_tuple(b, env)?.kind {
+                ExprKind::Tuple(cs) => self.known_tuple(cs.get(*k)?, env),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Records in `env` what pattern `p` binds when matched against `e`: known functions, and
+    /// known tuples that hold functions.
+    fn bind_known(&self, p: &Pat, e: &E, env: &mut FxHashMap<LocalId, E>) {
+        match &p.kind {
+            PatKind::Var(_, id) if is_fun(&p.ty) => {
+                if let Some(l) = self.known(e, env) {
+                    env.insert(*id, l);
+                }
+            }
+            PatKind::Var(_, id) if holds_fun(&p.ty) => {
+                if let Some(t) = self.known_tuple(e, env) {
+                    env.insert(*id, t);
+                }
+            }
+            PatKind::Tuple(ps) => {
+                if let Some(t) = self.known_tuple(e, env) {
+                    if let ExprKind::Tuple(cs) = &t.kind {
+                        for (q, c) in ps.iter().zip(cs) {
+                            self.bind_known(q, c, env);
+                        }
+                    }
+                }
+            }
+            _ => {}
         }
     }
 
@@ -818,6 +879,14 @@ impl<'m> Transform<'m> {
             },
             ExprKind::Let(p, rhs, body) => {
                 let rhs2 = self.inline(rhs, env)?;
+                // A tuple holding functions, bound whole or by a pattern: its components are
+                // resolved where they are applied (`p.k x`, `f x` for `let (f, c) = …`).
+                if holds_fun(&p.ty) && !is_fun(&p.ty) {
+                    let mut env2 = env.clone();
+                    self.bind_known(p, &rhs2, &mut env2);
+                    let body2 = self.inline(body, &env2)?;
+                    return Ok(Expr::new(ExprKind::Let(p.clone(), rhs2, body2), e.span, e.ty.clone()));
+                }
                 if let (PatKind::Var(_, id), true) = (&p.kind, is_fun(&p.ty)) {
                     if let Some(l) = self.known(rhs, env) {
                         let mut env2 = env.clone();
@@ -870,6 +939,9 @@ impl<'m> Transform<'m> {
             loops: FxHashMap::default(),
             rows: FxHashMap::default(),
             lens: FxHashMap::default(),
+            alias: FxHashMap::default(),
+            tuples: FxHashMap::default(),
+            unread: Vec::new(),
         };
         ad.tys.insert(xid, ("x".into(), x.ty.clone()));
         if !x.ty.is_discrete() {
@@ -951,6 +1023,11 @@ fn beta(f: &E, args: &[&E]) -> E {
 enum Adj {
     R(E),
     A(E),
+    /// The adjoint of an array every element of which is the Real atom: what the transpose of
+    /// `sum` gives (rule 5 on Σ). Kept symbolic so that `sum (map f xs)` and `sum (build n f)`
+    /// read the scalar in their reverse loop instead of zeroing, filling and reading an array;
+    /// made an array only where an accumulator is needed.
+    B(E),
     T(Vec<Option<Adj>>),
 }
 
@@ -982,6 +1059,16 @@ struct Ad<'a, 'm> {
     /// adjoint takes its length from there, so a loop body recomputed for its reverse need not
     /// rebuild the array only to measure it.
     lens: FxHashMap<LocalId, E>,
+    /// `y ↦ x` for a non-function binding `y = x` of an active `x` (after following `x`'s own
+    /// alias): `y`'s adjoint is accumulated into `x`'s directly. Rule 5 on the identity, applied
+    /// at compile time; it lets a loop that uses a rebound capture carry the enclosing
+    /// accumulator instead of a fresh zero one added back afterwards.
+    alias: FxHashMap<LocalId, LocalId>,
+    /// Tuple-literal bindings `z = (a, b, …)` of the forward phase (the components of a loop's
+    /// initial carry, for `carry_activity`).
+    tuples: FxHashMap<LocalId, Vec<E>>,
+    /// The components a loop's reverse does not read (see `TAPES_UNREAD`).
+    unread: Vec<bool>,
 }
 
 /// `Array (Array Real)`: its adjoint is a nested accumulator, an outer array of distinct row
@@ -1010,7 +1097,9 @@ fn is_tuple_array(t: &Type) -> bool {
 fn differentiable(t: &Type) -> bool {
     match t {
         Type::Real => true,
-        Type::Tuple(ts) => ts.iter().all(|t| t.is_discrete() || differentiable(t)),
+        // A function in a tuple is known statically where it is applied (inlining resolves
+        // `p.1 x` for a let-bound tuple `p` of λs), so it needs no adjoint of its own.
+        Type::Tuple(ts) => ts.iter().all(|t| t.is_discrete() || is_fun(t) || differentiable(t)),
         Type::Array(e) => **e == Type::Real || e.is_discrete() || is_nested(t) || is_tuple_array(t),
         t => t.is_discrete(),
     }
@@ -1032,6 +1121,11 @@ impl Ad<'_, '_> {
         local(e).is_some_and(|id| self.active.contains(&id))
     }
 
+    /// The variable whose adjoint `id`'s is (see `alias`).
+    fn root(&self, id: LocalId) -> LocalId {
+        self.alias.get(&id).copied().unwrap_or(id)
+    }
+
     fn var_of(&self, id: LocalId) -> E {
         let (n, t) = &self.tys[&id];
         var(id, n, t)
@@ -1047,12 +1141,22 @@ impl Ad<'_, '_> {
                 ExprKind::Lam(..) => {
                     self.lams.insert(b.id, rhs.clone());
                 }
+                // `z = tanh`, `z = max 0.25`: a builtin as a value, known by its η-expansion.
+                ExprKind::Var(_, VarRef::Builtin(_)) | ExprKind::App(..) if is_fun(&b.ty) => {
+                    if let Ok(l) = self.lam_of(rhs) {
+                        self.lams.insert(b.id, l);
+                    }
+                }
+                ExprKind::Tuple(cs) => {
+                    self.tuples.insert(b.id, cs.clone());
+                }
                 ExprKind::Var(_, VarRef::Local(y)) if self.lams.contains_key(y) => {
                     let l = self.lams[y].clone();
                     self.lams.insert(b.id, l);
                 }
+                // A let-bound builtin or definition (`let f = sum in map f rows`): its λ.
                 ExprKind::Var(_, VarRef::Builtin(_) | VarRef::Global(_)) if is_fun(&b.ty) => {
-                    if let Ok(l) = self.t.resolve(rhs) {
+                    if let Ok(l) = self.lam_of(rhs) {
                         self.lams.insert(b.id, l);
                     }
                 }
@@ -1086,6 +1190,10 @@ impl Ad<'_, '_> {
                     _ => {}
                 }
                 self.active.insert(b.id);
+                if let (ExprKind::Var(_, VarRef::Local(x)), false) = (&rhs.kind, is_fun(&b.ty)) {
+                    let r = self.root(*x);
+                    self.alias.insert(b.id, r);
+                }
                 if !is_fun(&b.ty) && !differentiable(&b.ty) {
                     return self.err(format!("a gradient through a value of type {}", b.ty));
                 }
@@ -1125,7 +1233,7 @@ impl Ad<'_, '_> {
 
     /// Adds `a` to the adjoint of the atom `y` (nothing when `y` is not active).
     fn add(&mut self, out: &mut Vec<Bind>, y: &E, a: Adj) -> R<()> {
-        let Some(id) = local(y) else { return Ok(()) };
+        let Some(id) = local(y).map(|y| self.root(y)) else { return Ok(()) };
         if !self.active.contains(&id) {
             return Ok(());
         }
@@ -1133,8 +1241,12 @@ impl Ad<'_, '_> {
             return self.err("a gradient through a function-valued result");
         }
         if self.rows.contains_key(&id) {
-            let Adj::A(v) = a else { return self.err("a row adjoint that is not an array (internal)") };
-            return self.add_axpy(out, y, real(1.0), v);
+            // A row: straight into row i of its nested array's accumulator.
+            return match a {
+                Adj::A(v) => self.add_axpy(out, y, real(1.0), v),
+                Adj::B(g) => self.add_all(out, y, g),
+                _ => self.err("a row adjoint that is not an array (internal)"),
+            };
         }
         let merged = match self.adj.remove(&id) {
             None => a,
@@ -1150,6 +1262,10 @@ impl Ad<'_, '_> {
             (Adj::A(a), Adj::A(b)) if is_nested(&a.ty) || is_tuple_array(&a.ty) => Adj::A(self.add_rows(out, a, &b)),
             (Adj::A(a), Adj::A(b)) => {
                 Adj::A(self.emit(out, "d", call(Builtin::AccAxpy, &[a.clone(), real(1.0), b], a.ty.clone())))
+            }
+            (Adj::B(a), Adj::B(b)) => Adj::B(self.emit(out, "d", rbin(BinOp::Add, &a, &b))),
+            (Adj::A(a), Adj::B(b)) | (Adj::B(b), Adj::A(a)) => {
+                Adj::A(self.emit(out, "d", call(Builtin::AccAddAll, &[a.clone(), b], a.ty.clone())))
             }
             (Adj::T(xs), Adj::T(ys)) => {
                 let mut cs = Vec::with_capacity(xs.len());
@@ -1169,6 +1285,7 @@ impl Ad<'_, '_> {
     fn materialize(&mut self, out: &mut Vec<Bind>, a: Option<Adj>, ty: &Type, primal: &E) -> R<E> {
         Ok(match (a, ty) {
             (Some(Adj::R(v)), _) | (Some(Adj::A(v)), _) => v,
+            (Some(Adj::B(g)), _) => self.broadcast(out, g, ty, primal)?,
             (Some(Adj::T(cs)), Type::Tuple(ts)) => {
                 let mut xs = Vec::new();
                 for (i, (c, t)) in cs.into_iter().zip(ts.iter()).enumerate() {
@@ -1222,6 +1339,9 @@ impl Ad<'_, '_> {
                     return self.err(format!("a zero adjoint of type {ty}"));
                 }
             }
+            // The slot of a function component (see `differentiable`): never read as an
+            // adjoint, it carries the primal function to keep the tuple's type.
+            Type::Fun(..) => primal.clone(),
             t => return self.err(format!("a zero adjoint of type {t}")),
         })
     }
@@ -1267,7 +1387,7 @@ impl Ad<'_, '_> {
             Type::Tuple(ts) => {
                 let mut cs = Vec::new();
                 for i in 0..ts.len() {
-                    let c = if ts[i].is_discrete() {
+                    let c = if ts[i].is_discrete() || is_fun(&ts[i]) {
                         None
                     } else {
                         let p = self.emit(out, "d", proj(v, i));
@@ -1283,16 +1403,32 @@ impl Ad<'_, '_> {
 
     /// The accumulator of array atom `a` (a fresh zero one when it has none yet).
     fn acc(&mut self, out: &mut Vec<Bind>, a: &E) -> R<E> {
-        let id = local(a).unwrap();
+        let id = self.root(local(a).unwrap());
         match self.adj.remove(&id) {
             Some(Adj::A(v)) => Ok(v),
+            Some(Adj::B(g)) => self.broadcast(out, g, &a.ty, a),
             None => self.zero(out, &a.ty, a),
             Some(_) => self.err("mismatched array adjoint (internal)"),
         }
     }
 
+    /// The accumulator `g·1` of the shape of `primal` (an [`Adj::B`] made an array).
+    fn broadcast(&mut self, out: &mut Vec<Bind>, g: E, ty: &Type, primal: &E) -> R<E> {
+        let z = self.zero(out, ty, primal)?;
+        Ok(self.emit(out, "d", call(Builtin::AccAddAll, &[z, g], ty.clone())))
+    }
+
+    /// An array adjoint as an accumulator atom (`primal` gives the shape of a broadcast one).
+    fn array_adj(&mut self, out: &mut Vec<Bind>, g: Adj, primal: &E, what: &str) -> R<E> {
+        match g {
+            Adj::A(v) => Ok(v),
+            Adj::B(g) => self.broadcast(out, g, &primal.ty, primal),
+            _ => self.err(what.to_string()),
+        }
+    }
+
     fn set_acc(&mut self, a: &E, v: E) {
-        self.adj.insert(local(a).unwrap(), Adj::A(v));
+        self.adj.insert(self.root(local(a).unwrap()), Adj::A(v));
     }
 
     /// `len a`, from the atom `n` of the `build n f` that made `a` when there is one.
@@ -1306,7 +1442,7 @@ impl Ad<'_, '_> {
 
     /// The row `(x, i)` the array atom `a` is (a read `x.[i]` of a nested array, or a copy).
     fn row_of(&self, a: &E) -> Option<(E, E)> {
-        self.rows.get(&local(a)?).cloned()
+        self.rows.get(&self.root(local(a)?)).cloned()
     }
 
     /// a.[j] += g in a's adjoint (rule 5 on the read `a.[j]`: O(1), in place).
@@ -1466,13 +1602,19 @@ impl Ad<'_, '_> {
                 _ => self.err(format!("a gradient through an element of {}", a.ty)),
             },
             ExprKind::Array(xs) => {
-                let Adj::A(v) = g else { return self.err(format!("an array literal of type {}", z.ty)) };
                 for (k, x) in xs.iter().enumerate() {
                     if self.is_active(x) {
                         // Element k of the accumulator (a row of a nested one is read once: it
-                        // moves to x).
-                        let c = self.emit(out, "d", index(&v, &int(k as i64)));
-                        if let Some(a) = self.decompose(out, &c, true)? {
+                        // moves to x), or the broadcast scalar.
+                        let a = match &g {
+                            Adj::A(v) => {
+                                let c = self.emit(out, "d", index(v, &int(k as i64)));
+                                self.decompose(out, &c, true)?
+                            }
+                            Adj::B(c) => Some(Adj::R(c.clone())),
+                            _ => return self.err(format!("an array literal of type {}", z.ty)),
+                        };
+                        if let Some(a) = a {
                             self.add(out, x, a)?;
                         }
                     }
@@ -1531,10 +1673,10 @@ impl Ad<'_, '_> {
                 let Adj::R(g) = g else { return self.err("a primitive on arrays (internal)") };
                 self.prim(out, Prim::Builtin(b), args, &g, &zv)
             }
-            // sum: the transpose of Σ broadcasts the adjoint.
+            // sum: the transpose of Σ broadcasts the adjoint (kept symbolic, `Adj::B`).
             B::Sum => {
                 let Adj::R(g) = g else { return self.err("`sum` of arrays") };
-                self.add_all(out, &args[0], g)
+                self.add(out, &args[0], Adj::B(g))
             }
             B::Dot => {
                 let Adj::R(g) = g else { return self.err("`dot` of arrays") };
@@ -1549,7 +1691,7 @@ impl Ad<'_, '_> {
             // adjoint moves to the input after the other arguments' adjoints have read it.
             B::Zeros | B::TapeNew => Ok(()),
             B::AccAdd | B::AccAddAll | B::AccAxpy | B::TapeSet => {
-                let Adj::A(gz) = g else { return self.err(format!("a gradient through `{}` of tuples", b.name())) };
+                let gz = self.array_adj(out, g, &zv, &format!("a gradient through `{}` of tuples", b.name()))?;
                 match b {
                     // accAdd' A i v = A + v·eᵢ: v gets the i-th adjoint.
                     B::AccAdd => {
@@ -1636,13 +1778,39 @@ impl Ad<'_, '_> {
         let f = strip(f);
         match &f.kind {
             ExprKind::Lam(..) => Ok(f.clone()),
-            // A builtin (`map sum rows`) or a definition: its η-expansion, or its λ.
-            ExprKind::Var(_, VarRef::Builtin(_) | VarRef::Global(_)) => self.t.resolve(f),
+            // A definition: its λ.
+            ExprKind::Var(_, VarRef::Global(_)) => self.t.resolve(f),
             ExprKind::Var(_, VarRef::Local(id)) => match self.lams.get(id) {
                 Some(l) => Ok(l.clone()),
                 None => self.err("a loop over a function not known at compile time"),
             },
-            _ => self.err("a loop over a function not known at compile time"),
+            // A builtin (`map tanh xs`, `fold max 0.0 xs`) or a builtin partially applied to
+            // atoms (`map (max 0.0) xs`): its η-expansion `λy…. b a… y…`, whose body the rules
+            // of the builtin differentiate.
+            _ => {
+                let (h, args) = anf::anormal::spine(f);
+                let arity = match &strip(h).kind {
+                    ExprKind::Var(_, VarRef::Builtin(b)) if args.len() < b.arity() => b.arity() - args.len(),
+                    _ => return self.err("a loop over a function not known at compile time"),
+                };
+                let mut params = Vec::new();
+                let mut body = f.clone();
+                let mut ty = f.ty.clone();
+                for _ in 0..arity {
+                    let Type::Fun(a, r) = ty else {
+                        return self.err("a loop over a function not known at compile time");
+                    };
+                    let id = self.t.fresh();
+                    let y = var(id, &"y".into(), &a);
+                    body = mk(ExprKind::App(body, y), (*r).clone());
+                    params.push((id, (*a).clone()));
+                    ty = (*r).clone();
+                }
+                for (id, a) in params.into_iter().rev() {
+                    body = lam(id, &"y".into(), &a, body);
+                }
+                Ok(body)
+            }
         }
     }
 
@@ -1655,6 +1823,7 @@ impl Ad<'_, '_> {
             let mut fv = FxHashSet::default();
             free_locals(&e, &mut fv);
             for id in fv {
+                let id = self.root(id);
                 if !self.active.contains(&id) || !seen.insert(id) {
                     continue;
                 }
@@ -1826,7 +1995,12 @@ impl Ad<'_, '_> {
     /// `map f xs`, `zipWith f xs ys`, `build n f`: elementwise; the reverse loop recomputes each
     /// element's primal and runs the body's reverse with the element of the result's adjoint.
     fn rev_elementwise(&mut self, out: &mut Vec<Bind>, b: Builtin, args: &[E], z: &E, g: Adj) -> R<()> {
-        let Adj::A(gz) = g else { return self.err("a gradient through an array of tuples") };
+        // The result's adjoint: an accumulator read at i, or a broadcast scalar read as is.
+        let (gz, gb) = match g {
+            Adj::A(gz) => (Some(gz), None),
+            Adj::B(c) => (None, Some(c)),
+            _ => return self.err("a gradient through an array of arrays or tuples"),
+        };
         let (f, arrays): (&E, Vec<E>) = match b {
             Builtin::Map => (&args[0], vec![args[1].clone()]),
             Builtin::ZipWith => (&args[0], vec![args[1].clone(), args[2].clone()]),
@@ -1859,9 +2033,14 @@ impl Ad<'_, '_> {
             }
             binds.extend(bb);
             ad.forward(bo, &binds)?;
-            let gi = ad.emit(bo, "g", index(&gz, i));
-            // Row i of a nested accumulator is read once: it moves to the element.
-            let gi = ad.decompose(bo, &gi, true)?;
+            let gi = match (&gz, &gb) {
+                // Row i of a nested accumulator is read once: it moves to the element.
+                (Some(gz), _) => {
+                    let gi = ad.emit(bo, "g", index(gz, i));
+                    ad.decompose(bo, &gi, true)?
+                }
+                (None, c) => Some(Adj::R(c.clone().unwrap_or_else(|| real(0.0)))),
+            };
             ad.seed_and_reverse(bo, &binds, &res, gi)?;
             Ok(vec![])
         })?;
@@ -1906,9 +2085,83 @@ impl Ad<'_, '_> {
     /// and tapes the carry when that reverse reads it (otherwise the primal is `b` itself, or
     /// `untaped` when given).
     fn loop_forward(&mut self, out: &mut Vec<Bind>, b: &Bind, bi: Builtin, args: &[E], untaped: Option<E>) -> R<()> {
-        match self.loop_forward_with(out, b, bi, args, untaped.clone(), false) {
-            Err(e) if e.what == READS_CARRIED_ARRAY => self.loop_forward_with(out, b, bi, args, untaped, true),
-            r => r,
+        let mut skip = Vec::new();
+        loop {
+            match self.loop_forward_with(out, b, bi, args, untaped.clone(), false, &skip) {
+                Err(e) if e.what == READS_CARRIED_ARRAY => {
+                    return self.loop_forward_with(out, b, bi, args, untaped, true, &[])
+                }
+                // The reverse reads fewer of the carry's scalars than the tape would hold: tape
+                // only those (a second build of the reverse body, with the rest as holes).
+                Err(e) if e.what == TAPES_UNREAD && skip.is_empty() => {
+                    skip = std::mem::take(&mut self.unread);
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// Which components of a tuple carry are active: those of the initial value, and those the
+    /// body makes active from active components or captures, to a fixpoint (the carry's
+    /// activity is the least solution of the loop equation; rule-5 adjoints of the others are
+    /// zero, so the reverse computes nothing for them).
+    fn carry_activity(&mut self, lamf: &E, arity: usize, z0: &E, xs: Option<&E>, n: usize) -> R<Vec<bool>> {
+        let init: Vec<bool> = match local(z0).and_then(|z| self.tuples.get(&z)) {
+            Some(cs) if cs.len() == n => cs.iter().map(|c| self.is_active(c)).collect(),
+            _ => vec![self.is_active(z0); n],
+        };
+        let mut mask = init.clone();
+        loop {
+            let (ps, bb, res) = self.fresh_lam(lamf, arity)?;
+            let Type::Tuple(ts) = &ps[0].ty else { return Ok(mask) };
+            let mut active = self.active.clone();
+            let parts: Vec<E> = ts
+                .iter()
+                .zip(&mask)
+                .map(|(t, on)| {
+                    let id = self.t.fresh();
+                    if *on {
+                        active.insert(id);
+                    }
+                    var(id, &"c".into(), t)
+                })
+                .collect();
+            let aid = self.t.fresh();
+            if mask.iter().any(|m| *m) {
+                active.insert(aid);
+            }
+            let mut binds = Vec::new();
+            self.bind_pat(&mut binds, &ps[0], var(aid, &"a".into(), &ps[0].ty))?;
+            if let Some(xs) = xs {
+                if arity > 1 {
+                    let ex = index(xs, &int(0));
+                    self.bind_pat(&mut binds, &ps[1], ex)?;
+                }
+            }
+            binds.extend(bb);
+            forward_projections(&mut binds, aid, &parts);
+            let mut tuples: FxHashMap<LocalId, Vec<E>> = FxHashMap::default();
+            for b in &binds {
+                let rhs = strip(&b.rhs);
+                let mut fv = FxHashSet::default();
+                free_locals(rhs, &mut fv);
+                if !b.ty.is_discrete() && fv.iter().any(|v| active.contains(v)) {
+                    active.insert(b.id);
+                }
+                if let ExprKind::Tuple(cs) = &rhs.kind {
+                    tuples.insert(b.id, cs.clone());
+                }
+            }
+            let is_act = |e: &E| local(e).is_some_and(|id| active.contains(&id));
+            let outm: Vec<bool> = match local(&res).and_then(|r| tuples.get(&r)) {
+                Some(cs) if cs.len() == n => cs.iter().map(is_act).collect(),
+                _ => vec![is_act(&res); n],
+            };
+            let next: Vec<bool> = (0..n).map(|k| init[k] || outm[k]).collect();
+            if next == mask {
+                return Ok(mask);
+            }
+            mask = next;
         }
     }
 
@@ -1924,6 +2177,7 @@ impl Ad<'_, '_> {
         args: &[E],
         untaped: Option<E>,
         tape_all: bool,
+        skip: &[bool],
     ) -> R<()> {
         let fold = bi == Builtin::Fold;
         let (f, z0) = if fold { (&args[0], &args[1]) } else { (&args[1], &args[2]) };
@@ -1938,13 +2192,21 @@ impl Ad<'_, '_> {
         // The tape holds the carry's scalar skeleton: the components that hold no arrays (an
         // array in the carry is never taped — values in the tape are scalars, which keeps loop
         // compaction sound — and the reverse must not read one).
+        // A tuple carry is split into its components (each active or not by `carry_activity`);
+        // `skip` names scalar components the reverse does not read, which are not taped.
         let comps: Vec<(Type, bool)> = match &bty {
-            Type::Tuple(ts) if holds_array(&bty) && !tape_all => {
-                ts.iter().map(|t| (t.clone(), holds_array(t))).collect()
+            Type::Tuple(ts) if !tape_all => {
+                ts.iter().enumerate().map(|(k, t)| (t.clone(), holds_array(t) || skip.get(k) == Some(&true))).collect()
             }
             t => vec![(t.clone(), holds_array(t))],
         };
-        let whole = tape_all || !matches!(&bty, Type::Tuple(_)) || !holds_array(&bty);
+        let whole = tape_all || !matches!(&bty, Type::Tuple(_));
+        let mask = match &bty {
+            Type::Tuple(ts) if !tape_all && self.active.contains(&b.id) => {
+                self.carry_activity(&lamf, arity, z0, xs.as_ref(), ts.len())?
+            }
+            _ => vec![true; comps.len()],
+        };
         let scalars: Vec<Type> = comps.iter().filter(|(_, h)| !h).map(|(t, _)| t.clone()).collect();
         let sk_ty = if whole {
             bty.clone()
@@ -1963,6 +2225,7 @@ impl Ad<'_, '_> {
         let carried = self.captures(&refs);
         let acc_active = self.active.contains(&b.id);
         let mut holes: Vec<LocalId> = Vec::new();
+        let mut part_ids: Vec<LocalId> = Vec::new();
         let body_rev = self.loop_lambda(&n, true, &carried, std::slice::from_ref(&bty), &mut |ad, bo, i, extras| {
             let (ps, bb, res) = ad.fresh_lam(&lamf, arity)?;
             let mut binds = Vec::new();
@@ -1978,7 +2241,7 @@ impl Ad<'_, '_> {
             } else {
                 let sk = ad.emit(bo, "a", index(&tape, i));
                 let mut k = 0;
-                for (t, h) in &comps {
+                for (j, (t, h)) in comps.iter().enumerate() {
                     let c = if *h {
                         let c = ad.emit(bo, "hole", placeholder(t));
                         holes.push(local(&c).unwrap());
@@ -1988,7 +2251,7 @@ impl Ad<'_, '_> {
                         k += 1;
                         c
                     };
-                    if acc_active && !t.is_discrete() {
+                    if acc_active && !t.is_discrete() && mask[j] {
                         ad.active.insert(local(&c).unwrap());
                     }
                     parts.push(c);
@@ -1996,9 +2259,10 @@ impl Ad<'_, '_> {
                 ad.emit(bo, "a", tuple(parts.clone()))
             };
             let aid = local(&a).unwrap();
-            if acc_active {
+            if acc_active && mask.iter().any(|m| *m) {
                 ad.active.insert(aid);
             }
+            part_ids = parts.iter().filter_map(local).collect();
             ad.bind_pat(&mut binds, &ps[0], a.clone())?;
             if let Some(xs) = &xs {
                 let id = ad.t.fresh();
@@ -2030,6 +2294,19 @@ impl Ad<'_, '_> {
         // A hole's binding survives the reverse body's dead-code elimination only if it is read.
         if holes.iter().any(|h| fv.contains(h) || binds_local(&body_rev, *h)) {
             return self.err(READS_CARRIED_ARRAY);
+        }
+        // Scalar components the reverse does not read (their binding did not survive its
+        // dead-code elimination) need no tape.
+        if !whole && skip.is_empty() && part_ids.len() == comps.len() {
+            let unread: Vec<bool> = comps
+                .iter()
+                .zip(&part_ids)
+                .map(|((_, h), id)| !h && !binds_local(&body_rev, *id) && !fv.contains(id))
+                .collect();
+            if unread.iter().any(|u| *u) && comps.iter().zip(&unread).any(|((_, h), u)| !h && !u) {
+                self.unread = unread;
+                return self.err(TAPES_UNREAD);
+            }
         }
         if taped {
             // iterate n (λ(k, tape, acc). (k + 1, tapeSet' tape k acc, f acc xs.[k])) (0, tape' n, z)

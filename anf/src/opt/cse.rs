@@ -1,6 +1,7 @@
 //! Redundancy elimination inside each block, in program order (local value numbering):
 //!
-//! - an operation without effects (arithmetic, comparisons, `select`, `elemaddr`, constants)
+//! - an operation without effects (arithmetic, comparisons, `select`, `elemaddr`, constants, a
+//!   call of a support function without effects such as `exp`: `simplify::PURE_SUPPORT`)
 //!   already computed from the same operands in the block is replaced by the earlier result — an
 //!   operation that can fail (`sdiv` by zero) failed at the earlier one if at all;
 //! - `arraylen` of the same array, until a call (support functions move memory: compaction);
@@ -20,7 +21,8 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::inline::map_operands;
-use crate::ir::{BinaryOp, Cmp, Function, Inst, Op, TagId, Type, UnaryOp, Value};
+use super::simplify::ModuleFacts;
+use crate::ir::{BinaryOp, Cmp, ExtFuncId, Function, Inst, Op, TagId, Type, UnaryOp, Value};
 
 /// An operation without effects, by its operands.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -36,9 +38,11 @@ enum Key {
     Fcmp(Cmp, Value, Value),
     Select(Value, Value, Value),
     ElemAddr(Value, Value, u32),
+    Ext1(ExtFuncId, Value),
+    Ext2(ExtFuncId, Value, Value),
 }
 
-fn key(op: &Op) -> Option<Key> {
+fn key(op: &Op, facts: &ModuleFacts) -> Option<Key> {
     Some(match *op {
         Op::Iconst(n) => Key::Iconst(n),
         Op::Fconst(b) => Key::Fconst(b),
@@ -51,13 +55,18 @@ fn key(op: &Op) -> Option<Key> {
         Op::Fcmp(c, x, y) => Key::Fcmp(c, x, y),
         Op::Select(c, x, y) => Key::Select(c, x, y),
         Op::ElemAddr(a, i, s) => Key::ElemAddr(a, i, s),
+        Op::CallExt(e, ref args) if facts.pure_extern(e) => match args[..] {
+            [a] => Key::Ext1(e, a),
+            [a, b] => Key::Ext2(e, a, b),
+            _ => return None,
+        },
         _ => return None,
     })
 }
 
 /// Rewrites `func` as the module comment says (every use of a redundant result reads the earlier
 /// one; redundant instructions and dead stores leave the layout); true if anything changed.
-pub(super) fn eliminate(func: &mut Function) -> bool {
+pub(super) fn eliminate(func: &mut Function, facts: &ModuleFacts) -> bool {
     let mut subst: FxHashMap<Value, Value> = FxHashMap::default();
     let mut dead: FxHashSet<Inst> = FxHashSet::default();
     let resolve = |subst: &FxHashMap<Value, Value>, mut v: Value| {
@@ -116,13 +125,27 @@ pub(super) fn eliminate(func: &mut Function) -> bool {
                     slots.insert((*p, *off), (t, *v));
                     unread.insert((*p, *off), (t, i));
                 }
+                // A call without effects touches no memory: only its result is numbered.
+                (Op::CallExt(e, _), Some(r)) if facts.pure_extern(*e) => {
+                    if let Some(k) = key(&op, facts) {
+                        match pure.get(&k) {
+                            Some(&w) => {
+                                subst.insert(r, w);
+                                dead.insert(i);
+                            }
+                            None => {
+                                pure.insert(k, r);
+                            }
+                        }
+                    }
+                }
                 (Op::Call(..) | Op::CallExt(..), _) => {
                     slots.clear();
                     unread.clear();
                     lens.clear();
                 }
                 (op, Some(r)) => {
-                    if let Some(k) = key(op) {
+                    if let Some(k) = key(op, facts) {
                         match pure.get(&k) {
                             Some(&w) => {
                                 subst.insert(r, w);

@@ -132,7 +132,7 @@ fn run<E>(
         }
         simplify::simplify_function(module, f, &facts);
         check(module, "simplification", f)?;
-        if cse::eliminate(&mut module.funcs[f]) {
+        if cse::eliminate(&mut module.funcs[f], &facts) {
             check(module, "redundancy elimination", f)?;
             simplify::simplify_function(module, f, &facts);
             check(module, "simplification", f)?;

@@ -60,6 +60,11 @@ pub struct ModuleFacts {
 }
 
 impl ModuleFacts {
+    /// Has extern `e` no effect but its result (a `PURE_SUPPORT` function that cannot fail)?
+    pub fn pure_extern(&self, e: crate::ir::ExtFuncId) -> bool {
+        self.pure.get(e.index()).copied().unwrap_or(false)
+    }
+
     /// The facts of `module` as it is now (inlining and simplification keep them true).
     pub fn of(module: &Module) -> ModuleFacts {
         let writes: Vec<Vec<usize>> = module

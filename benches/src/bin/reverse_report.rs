@@ -49,12 +49,13 @@ fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
     let root = target.join("criterion");
-    println!("| objective | size | compiled gradient | compiled primal | Rust adjoint | gradient / primal | gradient / Rust | JAX `jit(grad)` | gradient / JAX |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| objective | size | compiled gradient | compiled primal | Rust adjoint | gradient / primal | gradient / Rust | JAX `jit(grad)` | gradient / JAX | compile latency |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for w in workloads(Scale::Full) {
         let g = root.join(format!("reverse_{}", w.name));
         let (gr, pr, ru) =
             (median_ns(&g.join("gradient")), median_ns(&g.join("primal")), median_ns(&g.join("rust_adjoint")));
+        let compile = median_ns(&g.join("compile"));
         let t = |x: Option<f64>| x.map(human).unwrap_or_else(|| "not measured".into());
         let r = |a: Option<f64>, b: Option<f64>| match (a, b) {
             (Some(a), Some(b)) => format!("{:.2}×", a / b),
@@ -62,7 +63,7 @@ fn main() {
         };
         let j = jax(&w.name);
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             label(&w.name),
             w.size,
             t(gr),
@@ -71,7 +72,8 @@ fn main() {
             r(gr, pr),
             r(gr, ru),
             j.map(human).unwrap_or_else(|| "—".into()),
-            r(gr, j)
+            r(gr, j),
+            t(compile)
         );
     }
     println!();

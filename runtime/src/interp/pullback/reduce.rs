@@ -566,6 +566,21 @@ impl<'a, 'p> Reducer<'a, 'p> {
         })
     }
 
+    /// `J(.[]) · ⟨ts, _⟩` at `⟨xs, i⟩` with `ts` an array literal and `i` an Int literal: `ts.[i]`
+    /// (an out-of-range index is left to the primal, which reports it).
+    fn index_jvp(&self, f: &E, t: &E, p: &E) -> Option<E> {
+        if !matches!(self.symbol_of(f), super::prim::Sym::Index(_)) {
+            return None;
+        }
+        let (ExprKind::Tuple(ts), ExprKind::Tuple(ps)) = (&t.kind, &p.kind) else { return None };
+        match (&ts.first()?.kind, &ps.get(1)?.kind) {
+            (ExprKind::Array(xs), ExprKind::Lit(Lit::Int(i))) => {
+                usize::try_from(*i).ok().and_then(|i| xs.get(i)).cloned()
+            }
+            _ => None,
+        }
+    }
+
     /// A saturated builtin applied to values.
     fn builtin(&mut self, t: &E, b: Builtin, head: &E, args: &[E]) -> R<Option<(String, E)>> {
         use Builtin as B;
@@ -671,6 +686,10 @@ impl<'a, 'p> Reducer<'a, 'p> {
                 } else if literal(&args[1]) && literal(&args[2]) && is_closed(&args[0]) {
                     let sym = self.symbol_of(&args[0]);
                     Some((lab("4"), sym.jvp(self, &args[2], &args[1])?))
+                } else if let Some(e) = self.index_jvp(&args[0], &args[1], &args[2]) {
+                    // Reduction 4 for `.[]`, which is linear in its array: J(.[])(xs, i)(ts, _) =
+                    // ts.[i] for tangents of any type (arrays of closures included).
+                    Some((lab("4"), e))
                 } else if matches!(args[0].kind, ExprKind::Lam(..)) && !is_closed(&args[0]) {
                     // J of a function with free variables: its derivative as a term.
                     self.jvp_term(&args[0], &args[2], &args[1])?.map(|d| (lab("J"), d))
