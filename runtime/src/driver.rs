@@ -111,6 +111,11 @@ pub struct Incremental {
     derivative: Derivative,
     args: Vec<Word>,
     rets: Vec<Word>,
+    /// Buffers an update reuses (no allocation per update): the input change's words, a spare
+    /// for the output change's, and a key's words while marshalling.
+    dwords: Vec<Word>,
+    spare_change: Vec<Word>,
+    key_buf: Vec<u64>,
     /// Updates per kind of step: fast, total, recomputed.
     counts: [usize; 3],
 }
@@ -178,7 +183,8 @@ impl Incremental {
         let n_rets = Layout::of(&Type::delta(&output_ty)).words();
         let mut state = CallCtx::new(DEFAULT_ARENA_LIMIT);
         let mut words = Vec::new();
-        put(&mut state, &input_layout, input, &mut words, true).map_err(|m| Diagnostic::error(span, m))?;
+        put(&mut state, &input_layout, input, &mut words, true, &mut Vec::new())
+            .map_err(|m| Diagnostic::error(span, m))?;
         let mut d = Incremental {
             machine,
             _globals: globals,
@@ -199,6 +205,9 @@ impl Incremental {
             derivative,
             args: vec![Word(0); n_args],
             rets: vec![Word(0); n_rets],
+            dwords: Vec::new(),
+            spare_change: Vec::new(),
+            key_buf: Vec::new(),
             counts: [0; 3],
         };
         d.recompute_output()?;
@@ -289,10 +298,10 @@ impl Incremental {
                         census(&s.output_layout, &s.output, &mut s.garbage);
                     }
                     let mut words = Vec::new();
-                    put(&mut s.state, &s.input_layout, &saved_input, &mut words, true)?;
+                    put(&mut s.state, &s.input_layout, &saved_input, &mut words, true, &mut Vec::new())?;
                     s.input = words;
                     let mut words = Vec::new();
-                    put(&mut s.state, &s.output_layout, &saved_output, &mut words, true)?;
+                    put(&mut s.state, &s.output_layout, &saved_output, &mut words, true, &mut Vec::new())?;
                     s.output = words;
                     Ok(())
                 };
@@ -316,32 +325,56 @@ impl Incremental {
     }
 
     fn update_inner(&mut self, dinput: &Value) -> Result<Step, Diagnostic> {
-        let span = self.machine_span();
         if user_group_change(dinput) {
             return self.update_by_value(dinput);
         }
-        self.begin();
-        let mut dwords = Vec::new();
+        let mut dwords = std::mem::take(&mut self.dwords);
+        let mut dout = std::mem::take(&mut self.spare_change);
+        let r = self.update_words(dinput, &mut dwords, &mut dout);
+        self.dwords = dwords;
+        self.spare_change = dout;
+        r
+    }
+
+    /// Puts `dinput` into the working scratch context (its words into `dwords`).
+    fn put_change(&mut self, dinput: &Value, dwords: &mut Vec<Word>) -> Result<(), Diagnostic> {
+        dwords.clear();
         let w = self.work;
-        put(&mut self.scratch[w], &self.dinput_layout, dinput, &mut dwords, false)
-            .map_err(|m| Diagnostic::error(span, m))?;
+        put(&mut self.scratch[w], &self.dinput_layout, dinput, dwords, false, &mut self.key_buf)
+            .map_err(|m| Diagnostic::error(self.machine_span(), m))
+    }
+
+    /// [`Incremental::update`] with buffers for the change's words and the output change's (the
+    /// latter given back as the spare of the previous last change).
+    fn update_words(
+        &mut self,
+        dinput: &Value,
+        dwords: &mut Vec<Word>,
+        dout: &mut Vec<Word>,
+    ) -> Result<Step, Diagnostic> {
+        let span = self.machine_span();
+        self.begin();
+        self.put_change(dinput, dwords)?;
+        let w = self.work;
         // A change that replaces the whole input: recomputation gives exactly f's value there.
-        let (dout, step) = if all_replace(dinput) {
-            (self.call(2, Some(&dwords))?, Step::Recomputed)
+        let step = if all_replace(dinput) {
+            self.call_rets(2, Some(dwords))?;
+            Step::Recomputed
         } else {
-            match self.call(0, Some(&dwords)) {
-                Ok(w) => (w, Step::Fast),
+            match self.call_rets(0, Some(dwords)) {
+                Ok(()) => Step::Fast,
                 Err(_) if self.needs_base() => {
                     // Start the total derivative afresh (the change is made again in scratch).
                     self.begin();
-                    dwords.clear();
-                    put(&mut self.scratch[w], &self.dinput_layout, dinput, &mut dwords, false)
-                        .map_err(|m| Diagnostic::error(span, m))?;
-                    (self.call(1, Some(&dwords))?, Step::Total)
+                    self.put_change(dinput, dwords)?;
+                    self.call_rets(1, Some(dwords))?;
+                    Step::Total
                 }
                 Err(e) => return Err(e),
             }
         };
+        dout.clear();
+        dout.extend_from_slice(&self.rets);
         // Bag multiplicities are checked before anything is committed (all or nothing).
         // SAFETY: the changes were made in the scratch context, not reset since; the state is live.
         let fits = unsafe {
@@ -355,10 +388,17 @@ impl Incremental {
         // unless it refers to a state collection the commit is about to change: then it is
         // marshalled now.
         // SAFETY: made by compiled code in the scratch context, not reset since.
-        self.last_change = if unsafe { refers_to_state(&self.doutput_layout, &dout) } {
+        self.last_change = if unsafe { refers_to_state(&self.doutput_layout, dout) } {
             LastChange::Value(unsafe { to_value(&self.doutput_layout, &mut dout.iter().copied()) })
         } else {
-            LastChange::Words { ctx: w, words: dout.clone() }
+            // Into the previous last change's buffer (no allocation).
+            let mut words = match std::mem::replace(&mut self.last_change, LastChange::None) {
+                LastChange::Words { words, .. } => words,
+                _ => Vec::new(),
+            };
+            words.clear();
+            words.extend_from_slice(dout);
+            LastChange::Words { ctx: w, words }
         };
         self.work = 1 - w;
         // Commit: cannot fail.
@@ -429,7 +469,7 @@ impl Incremental {
         let mut it = crate::interp::Interp::new(&empty);
         let new_input = it.oplus(&self.input(), dinput, &self.input_ty, span)?;
         let mut words = Vec::new();
-        put(&mut self.state, &self.input_layout, &new_input, &mut words, true)
+        put(&mut self.state, &self.input_layout, &new_input, &mut words, true, &mut Vec::new())
             .map_err(|m| Diagnostic::error(span, m))?;
         let old_input = std::mem::replace(&mut self.input, words);
         // SAFETY: the old input's words are live in the state.
@@ -480,6 +520,12 @@ impl Incremental {
 
     /// Runs `step input dinput mode` in the scratch context; the result's words.
     fn call(&mut self, mode: i64, dinput: Option<&[Word]>) -> Result<Vec<Word>, Diagnostic> {
+        self.call_rets(mode, dinput)?;
+        Ok(self.rets.clone())
+    }
+
+    /// [`Incremental::call`] leaving the result's words in `self.rets`.
+    fn call_rets(&mut self, mode: i64, dinput: Option<&[Word]>) -> Result<(), Diagnostic> {
         self.args.clear();
         self.args.extend_from_slice(&self.closure);
         self.args.extend_from_slice(&self.input);
@@ -499,10 +545,7 @@ impl Incremental {
         // SAFETY: the scratch context is live; the arguments follow `ir::layout` (the input's
         // words live in the state context, which outlives the call).
         let r = unsafe { entry.call_into(scratch.header(), &self.args, &mut self.rets) };
-        match r {
-            Ok(()) => Ok(self.rets.clone()),
-            Err(e) => Err(self.machine.call_error(scratch, e)),
-        }
+        r.map_err(|e| self.machine.call_error(scratch, e))
     }
 }
 
@@ -669,7 +712,15 @@ fn delta_layout(l: &Layout) -> Layout {
 
 /// The words of `v` (of layout `l`) made in `ctx`; its bags and maps are marked persistent when
 /// `ctx` is the state.
-fn put(ctx: &mut CallCtx, l: &Layout, v: &Value, out: &mut Vec<Word>, persistent: bool) -> Result<(), String> {
+/// `kb` is a buffer for keys' words.
+fn put(
+    ctx: &mut CallCtx,
+    l: &Layout,
+    v: &Value,
+    out: &mut Vec<Word>,
+    persistent: bool,
+    kb: &mut Vec<u64>,
+) -> Result<(), String> {
     match (l, v) {
         (Layout::Int, Value::Int(n)) => out.push(Word::from_i64(*n)),
         (Layout::Real, Value::Real(x)) => out.push(Word::from_f64(*x)),
@@ -677,13 +728,13 @@ fn put(ctx: &mut CallCtx, l: &Layout, v: &Value, out: &mut Vec<Word>, persistent
         (Layout::Unit, _) => {}
         (Layout::Tuple(ls), Value::Tuple(vs)) if ls.len() == vs.len() => {
             for (l, v) in ls.iter().zip(vs.iter()) {
-                put(ctx, l, v, out, persistent)?;
+                put(ctx, l, v, out, persistent, kb)?;
             }
         }
         (Layout::Array(e), Value::Array(xs)) => {
             let mut words = Vec::new();
             for x in xs.iter() {
-                put(ctx, e, x, &mut words, persistent)?;
+                put(ctx, e, x, &mut words, persistent, kb)?;
             }
             let w = ctx.array_from_words(e.words().max(1), &words).map_err(|e| e.to_string())?;
             if e.words() == 0 {
@@ -698,11 +749,10 @@ fn put(ctx: &mut CallCtx, l: &Layout, v: &Value, out: &mut Vec<Word>, persistent
             let p = ctx.fresh_bag(e.words());
             // SAFETY: a bag the context owns, alive until its reset; no one else holds it yet.
             let bag = unsafe { &mut *p };
-            let mut kw = Vec::with_capacity(e.words());
             for (k, m) in &b.entries {
-                kw.clear();
-                put_key(e, k, &mut kw)?;
-                bag.insert(&kw, *m).map_err(|e| e.to_string())?;
+                kb.clear();
+                put_key(e, k, kb)?;
+                bag.insert(kb, *m).map_err(|e| e.to_string())?;
             }
             if persistent {
                 bag.set_persistent();
@@ -711,15 +761,14 @@ fn put(ctx: &mut CallCtx, l: &Layout, v: &Value, out: &mut Vec<Word>, persistent
         }
         (Layout::Map(kl, vl), Value::Map(m)) => {
             let p = ctx.fresh_map(kl.words(), vl.words());
-            let mut kw = Vec::with_capacity(kl.words());
             // The value's words are made at the end of `out`, then taken off again.
             let start = out.len();
             for (k, x) in &m.entries {
-                kw.clear();
-                put_key(kl, k, &mut kw)?;
-                put(ctx, vl, x, out, persistent)?;
+                put(ctx, vl, x, out, persistent, kb)?;
+                kb.clear();
+                put_key(kl, k, kb)?;
                 // SAFETY: as for bags (`put` of the value made other collections, not this one).
-                let r = unsafe { &mut *p }.set(&kw, raw(&out[start..]));
+                let r = unsafe { &mut *p }.set(kb, raw(&out[start..]));
                 out.truncate(start);
                 r.map_err(|e| e.to_string())?;
             }
@@ -734,7 +783,7 @@ fn put(ctx: &mut CallCtx, l: &Layout, v: &Value, out: &mut Vec<Word>, persistent
             // The payload's words are made at the end of `out`, copied into a record, taken off.
             Change::Replace(x) => {
                 let start = out.len();
-                put(ctx, t, x, out, persistent)?;
+                put(ctx, t, x, out, persistent, kb)?;
                 let r = ctx.record(&out[start..]).map_err(|e| e.to_string());
                 out.truncate(start);
                 out.push(Word::from_i64(0));
@@ -743,7 +792,7 @@ fn put(ctx: &mut CallCtx, l: &Layout, v: &Value, out: &mut Vec<Word>, persistent
             Change::GChange(g, d) => {
                 let start = out.len();
                 out.push(put_group(ctx, t, g)?);
-                put(ctx, t, d, out, persistent)?;
+                put(ctx, t, d, out, persistent, kb)?;
                 let r = ctx.record(&out[start..]).map_err(|e| e.to_string());
                 out.truncate(start);
                 out.push(Word::from_i64(1));
@@ -882,8 +931,7 @@ unsafe fn commit_fits(l: &Layout, slot: &[Word], change: &[Word]) -> bool {
         // SAFETY: a group change made for layout `l` (the caller's contract).
         unsafe {
             let p = payload.as_ptr::<u64>();
-            let d: Vec<Word> = (0..n).map(|j| Word(*p.add(1 + j))).collect();
-            group_fits(l, Word(*p), target, &d)
+            group_fits(l, Word(*p), target, as_words(std::slice::from_raw_parts(p.add(1), n)))
         }
     }
     /// Would `slot ·g d` keep every bag multiplicity in range?
@@ -893,13 +941,12 @@ unsafe fn commit_fits(l: &Layout, slot: &[Word], change: &[Word]) -> bool {
             (2, Layout::Bag(_)) => (*slot[0].as_ptr::<NBag>()).can_add(native::bag_ref(d[0])),
             (3, Layout::Map(_, vl)) => {
                 let inner = Word(*gp.add(1));
+                if !holds_bags(vl) {
+                    return true;
+                }
                 let (dst, src) = (&*slot[0].as_ptr::<NMap>(), native::map_ref(d[0]));
-                src.sorted_entries().into_iter().all(|(k, v)| match dst.get(k) {
-                    Some(cur) => {
-                        let cur: Vec<Word> = cur.iter().map(|w| Word(*w)).collect();
-                        let dv: Vec<Word> = v.iter().map(|w| Word(*w)).collect();
-                        group_fits(vl, inner, &cur, &dv)
-                    }
+                src.entries().all(|(k, v)| match dst.get(k) {
+                    Some(cur) => group_fits(vl, inner, as_words(cur), as_words(v)),
                     None => true,
                 })
             }
@@ -1062,6 +1109,16 @@ fn has_arrays(l: &Layout) -> bool {
         Layout::Array(_) => true,
         Layout::Tuple(ts) => ts.iter().any(has_arrays),
         Layout::Map(_, v) | Layout::Delta(v) => has_arrays(v),
+        _ => false,
+    }
+}
+
+/// Does a value of layout `l` contain bags (whose multiplicities a commit could overflow)?
+fn holds_bags(l: &Layout) -> bool {
+    match l {
+        Layout::Bag(_) => true,
+        Layout::Tuple(ts) => ts.iter().any(holds_bags),
+        Layout::Map(_, v) => holds_bags(v),
         _ => false,
     }
 }

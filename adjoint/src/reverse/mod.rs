@@ -937,11 +937,11 @@ impl<'m> Transform<'m> {
             adj: FxHashMap::default(),
             tys: FxHashMap::default(),
             loops: FxHashMap::default(),
-            rows: FxHashMap::default(),
-            lens: FxHashMap::default(),
             alias: FxHashMap::default(),
             tuples: FxHashMap::default(),
             unread: Vec::new(),
+            rows: FxHashMap::default(),
+            lens: FxHashMap::default(),
         };
         ad.tys.insert(xid, ("x".into(), x.ty.clone()));
         if !x.ty.is_discrete() {
@@ -1050,15 +1050,6 @@ struct Ad<'a, 'm> {
     adj: FxHashMap<LocalId, Adj>,
     tys: FxHashMap<LocalId, (Name, Type)>,
     loops: FxHashMap<LocalId, LoopRev>,
-    /// Rows of nested arrays: `r = x.[i]` with `x : Array (Array Real)` active (and copies of
-    /// such `r`) map to `(x, i)`. Their adjoints are never held apart: every contribution to `r`
-    /// goes straight into row `i` of x's accumulator (`accAdd2'`, `accRow'`, `accRowAll'`), so a
-    /// read `x.[i].[j]` costs O(1) in the reverse phase.
-    rows: FxHashMap<LocalId, (E, E)>,
-    /// Arrays made by `build n f` (the atom `n`) or `map f xs`/`zipWith f xs ys` (`len xs`): a zero
-    /// adjoint takes its length from there, so a loop body recomputed for its reverse need not
-    /// rebuild the array only to measure it.
-    lens: FxHashMap<LocalId, E>,
     /// `y ↦ x` for a non-function binding `y = x` of an active `x` (after following `x`'s own
     /// alias): `y`'s adjoint is accumulated into `x`'s directly. Rule 5 on the identity, applied
     /// at compile time; it lets a loop that uses a rebound capture carry the enclosing
@@ -1069,6 +1060,15 @@ struct Ad<'a, 'm> {
     tuples: FxHashMap<LocalId, Vec<E>>,
     /// The components a loop's reverse does not read (see `TAPES_UNREAD`).
     unread: Vec<bool>,
+    /// Rows of nested arrays: `r = x.[i]` with `x : Array (Array Real)` active (and copies of
+    /// such `r`) map to `(x, i)`. Their adjoints are never held apart: every contribution to `r`
+    /// goes straight into row `i` of x's accumulator (`accAdd2'`, `accRow'`, `accRowAll'`), so a
+    /// read `x.[i].[j]` costs O(1) in the reverse phase.
+    rows: FxHashMap<LocalId, (E, E)>,
+    /// Arrays made by `build n f` (the atom `n`) or `map f xs`/`zipWith f xs ys` (`len xs`): a zero
+    /// adjoint takes its length from there, so a loop body recomputed for its reverse need not
+    /// rebuild the array only to measure it.
+    lens: FxHashMap<LocalId, E>,
 }
 
 /// `Array (Array Real)`: its adjoint is a nested accumulator, an outer array of distinct row
@@ -1154,9 +1154,8 @@ impl Ad<'_, '_> {
                     let l = self.lams[y].clone();
                     self.lams.insert(b.id, l);
                 }
-                // A let-bound builtin or definition (`let f = sum in map f rows`): its λ.
                 ExprKind::Var(_, VarRef::Builtin(_) | VarRef::Global(_)) if is_fun(&b.ty) => {
-                    if let Ok(l) = self.lam_of(rhs) {
+                    if let Ok(l) = self.t.resolve(rhs) {
                         self.lams.insert(b.id, l);
                     }
                 }
@@ -1241,7 +1240,6 @@ impl Ad<'_, '_> {
             return self.err("a gradient through a function-valued result");
         }
         if self.rows.contains_key(&id) {
-            // A row: straight into row i of its nested array's accumulator.
             return match a {
                 Adj::A(v) => self.add_axpy(out, y, real(1.0), v),
                 Adj::B(g) => self.add_all(out, y, g),
@@ -1442,7 +1440,7 @@ impl Ad<'_, '_> {
 
     /// The row `(x, i)` the array atom `a` is (a read `x.[i]` of a nested array, or a copy).
     fn row_of(&self, a: &E) -> Option<(E, E)> {
-        self.rows.get(&self.root(local(a)?)).cloned()
+        self.rows.get(&local(a)?).cloned()
     }
 
     /// a.[j] += g in a's adjoint (rule 5 on the read `a.[j]`: O(1), in place).
@@ -1604,9 +1602,9 @@ impl Ad<'_, '_> {
             ExprKind::Array(xs) => {
                 for (k, x) in xs.iter().enumerate() {
                     if self.is_active(x) {
-                        // Element k of the accumulator (a row of a nested one is read once: it
-                        // moves to x), or the broadcast scalar.
                         let a = match &g {
+                            // Element k of the accumulator (a row of a nested one is read once:
+                            // it moves to x).
                             Adj::A(v) => {
                                 let c = self.emit(out, "d", index(v, &int(k as i64)));
                                 self.decompose(out, &c, true)?
@@ -1676,6 +1674,10 @@ impl Ad<'_, '_> {
             // sum: the transpose of Σ broadcasts the adjoint (kept symbolic, `Adj::B`).
             B::Sum => {
                 let Adj::R(g) = g else { return self.err("`sum` of arrays") };
+                // A row of a nested array adds into its row of the nested accumulator.
+                if self.row_of(&args[0]).is_some() {
+                    return self.add_all(out, &args[0], g);
+                }
                 self.add(out, &args[0], Adj::B(g))
             }
             B::Dot => {
@@ -1784,7 +1786,7 @@ impl Ad<'_, '_> {
                 Some(l) => Ok(l.clone()),
                 None => self.err("a loop over a function not known at compile time"),
             },
-            // A builtin (`map tanh xs`, `fold max 0.0 xs`) or a builtin partially applied to
+            // A builtin (`map tanh xs`, `map sum rows`, `fold max 0.0 xs`) or one partially applied to
             // atoms (`map (max 0.0) xs`): its η-expansion `λy…. b a… y…`, whose body the rules
             // of the builtin differentiate.
             _ => {
@@ -1999,7 +2001,7 @@ impl Ad<'_, '_> {
         let (gz, gb) = match g {
             Adj::A(gz) => (Some(gz), None),
             Adj::B(c) => (None, Some(c)),
-            _ => return self.err("a gradient through an array of arrays or tuples"),
+            _ => return self.err("a gradient through an array of tuples"),
         };
         let (f, arrays): (&E, Vec<E>) = match b {
             Builtin::Map => (&args[0], vec![args[1].clone()]),
@@ -2034,9 +2036,9 @@ impl Ad<'_, '_> {
             binds.extend(bb);
             ad.forward(bo, &binds)?;
             let gi = match (&gz, &gb) {
-                // Row i of a nested accumulator is read once: it moves to the element.
                 (Some(gz), _) => {
                     let gi = ad.emit(bo, "g", index(gz, i));
+                    // Row i of a nested accumulator is read once: it moves to the element.
                     ad.decompose(bo, &gi, true)?
                 }
                 (None, c) => Some(Adj::R(c.clone().unwrap_or_else(|| real(0.0)))),

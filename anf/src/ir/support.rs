@@ -105,6 +105,14 @@ pub const SUPPORT: &[SupportDecl] = &[
     decl("nabla_map_len", &[P], &[I], false),
     // Array of `{key words, value words}`, sorted by key.
     decl("nabla_map_entries", &[P], &[P], true),
+    // `(dst, src, m, kind, site)`: `dst ⊕ m·src` in place for a `mapGroup` over one-word values
+    // in builtin group `kind` (`lower::groups::GroupKind`: Int, Real or Bag), without the scaled
+    // copy (a map fold's step; `dst` and its bags are the fold's own). A bag multiplicity out of
+    // Int's range fails with `bag_overflow` at `site`.
+    decl("nabla_map_add_scaled", &[P, P, I, I, I], &[], true),
+    // `(dst, key, value, m, kind, site)`: the same for the singleton map `{key -> value}`
+    // (`opt::maps` fuses a singleton made only to be added into this call).
+    decl("nabla_map_add_scaled_key", &[P, P, P, I, I, I], &[], true),
 ];
 
 /// The catalogue entry called `name`.

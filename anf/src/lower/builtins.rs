@@ -631,12 +631,8 @@ impl Lowerer<'_> {
         }
         let out = self.bag_loop(&kt, bag, zero, &mut |l, _, key, m, acc| {
             let y = l.apply(f.clone(), vec![(key, site)])?;
-            let mut args = l.materialize(&y)?;
-            args.push(m);
-            let scaled = l.group_call(Helper::Scale, rt, g, site, &args)?;
-            let mut args = acc;
-            args.extend(scaled);
-            l.group_call(Helper::OpInto, rt, g, site, &args)
+            let y = l.materialize(&y)?;
+            l.add_scaled_into(rt, g, site, acc, y, Some(m))
         })?;
         Self::from_slice(rt, &out)
     }
@@ -698,9 +694,8 @@ impl Lowerer<'_> {
         let zero = self.group_call(Helper::Zero, rt, gb, Site::None, &[])?;
         let out = self.map_loop(&kt, &vt, map, zero, &mut |l, _, k, v, acc| {
             let y = l.apply(f.clone(), vec![(k, site), (v, site)])?;
-            let mut args = acc;
-            args.extend(l.materialize(&y)?);
-            l.group_call(Helper::OpInto, rt, gb, site, &args)
+            let y = l.materialize(&y)?;
+            l.add_scaled_into(rt, gb, site, acc, y, None)
         })?;
         Self::from_slice(rt, &out)
     }

@@ -137,7 +137,83 @@ impl Lowerer<'_> {
         if matches!(kind, GroupKind::Int | GroupKind::Real | GroupKind::Bag) {
             self.known_groups.insert((self.cur_func, g), kind);
         }
+        if let (GroupKind::Map, [inner]) = (kind, words) {
+            if let Some(k) = self.known_group(*inner) {
+                self.known_map_inner.insert((self.cur_func, g), k);
+            }
+        }
         g
+    }
+
+    /// `acc ⊕ m·y` (`m` absent: `acc ⊕ y`) in group `g` at carrier `t`, updating `acc` (a fresh
+    /// value its caller owns, such as a fold's accumulator, which `y` is not) in place. A
+    /// `mapGroup` over one-word values in a builtin group (Int, Real, Bag) is one runtime call,
+    /// `nabla_map_add_scaled`, with no scaled copy of `y`; whether `g` is one is known here when
+    /// this function made it, else read from its record at run time. Any other group: `scale`,
+    /// then `op_into`.
+    pub(crate) fn add_scaled_into(
+        &mut self,
+        t: &Type,
+        g: Value,
+        site: Site,
+        acc: Vec<Value>,
+        y: Vec<Value>,
+        m: Option<Value>,
+    ) -> R<Vec<Value>> {
+        let generic = |l: &mut Self| -> R<Vec<Value>> {
+            let y = match m {
+                Some(m) => {
+                    let mut args = y.clone();
+                    args.push(m);
+                    l.group_call(Helper::Scale, t, g, site, &args)?
+                }
+                None => y.clone(),
+            };
+            let mut args = acc.clone();
+            args.extend(y);
+            l.group_call(Helper::OpInto, t, g, site, &args)
+        };
+        let inner = match t {
+            Type::Map(_, v) => match &**v {
+                Type::Int => Some(GroupKind::Int),
+                Type::Real => Some(GroupKind::Real),
+                Type::Bag(_) => Some(GroupKind::Bag),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(inner) = inner else { return generic(self) };
+        let fused = |l: &mut Self| -> R<Vec<Value>> {
+            let m = match m {
+                Some(m) => m,
+                None => l.b().iconst(1),
+            };
+            let kind = l.b().iconst(inner as i64);
+            l.bag_ext("nabla_map_add_scaled", vec![acc[0], y[0], m, kind], site)?;
+            Ok(acc.clone())
+        };
+        match self.known_map_inner.get(&(self.cur_func, g)).copied() {
+            Some(k) if k == inner => return fused(self),
+            Some(_) => return generic(self),
+            None if self.known_group(g).is_some() => return generic(self),
+            None => {}
+        }
+        // At run time: is `g` a `mapGroup` of the builtin group `inner`?
+        let gk = self.b().load(ir::Type::I64, g, 0);
+        let map = self.b().iconst(GroupKind::Map as i64);
+        let is_map = self.b().icmp(Cmp::Eq, gk, map);
+        let ok = self.branch(
+            is_map,
+            &[ir::Type::Bool],
+            &mut |l| {
+                let h = l.b().load(ir::Type::Ptr, g, 8);
+                let hk = l.b().load(ir::Type::I64, h, 0);
+                let want = l.b().iconst(inner as i64);
+                Ok(vec![l.b().icmp(Cmp::Eq, hk, want)])
+            },
+            &mut |l| Ok(vec![l.b().bconst(false)]),
+        )?;
+        self.branch(ok[0], &flat(t), &mut |l| fused(l), &mut |l| generic(l))
     }
 
     /// The kind of group `g` if it is a builtin group made in this function.

@@ -192,6 +192,8 @@ pub(crate) struct Lowerer<'p> {
     helpers: FxHashMap<(Helper, String), FuncId>,
     /// Group records of a known builtin kind, by the function and value that made them.
     known_groups: FxHashMap<(FuncId, Value), groups::GroupKind>,
+    /// `mapGroup g` records made in a function with `g` a known builtin group: `g`'s kind.
+    known_map_inner: FxHashMap<(FuncId, Value), groups::GroupKind>,
     work: Vec<Work>,
     pending: Vec<Pending>,
     /// Closure types whose switches have been filled in (no tag may be added to them any more).
@@ -245,6 +247,7 @@ impl<'p> Lowerer<'p> {
             prim_tags: FxHashMap::default(),
             helpers: FxHashMap::default(),
             known_groups: FxHashMap::default(),
+            known_map_inner: FxHashMap::default(),
             work: Vec::new(),
             pending: Vec::new(),
             closed_types: FxHashSet::default(),

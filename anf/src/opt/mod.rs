@@ -2,7 +2,8 @@
 //! local clean-up (copy propagation, constant folding, store-to-load forwarding through fresh
 //! records, branch folding, block merging, dead code), redundancy elimination in each block
 //! (repeated operations, array lengths, bounds checks and loads; overwritten stores: `cse`), bag fusion (a fresh bag added once into
-//! another is never built: `bags`), unsorted iteration of bags in folds that cannot observe the
+//! another is never built: `bags`), singleton-map fusion (a one-key map made only to be added
+//! into another is never built: `maps`), unsorted iteration of bags in folds that cannot observe the
 //! order (`order`), then removal of functions nothing calls.
 //!
 //! Cranelift does not inline, so without this pass every λ applied in a loop costs a call per
@@ -20,6 +21,7 @@
 mod bags;
 mod cse;
 mod inline;
+mod maps;
 mod order;
 mod scopes;
 mod simplify;
@@ -142,6 +144,15 @@ fn run<E>(
         let fused = bags::fuse(module, &mut func);
         module.funcs[f] = func;
         check(module, "bag fusion", f)?;
+        if fused {
+            simplify::simplify_function(module, f, &facts);
+            check(module, "simplification", f)?;
+        }
+        let placeholder = crate::ir::Function::empty("", Default::default());
+        let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
+        let fused = maps::fuse(module, &mut func);
+        module.funcs[f] = func;
+        check(module, "singleton-map fusion", f)?;
         if fused {
             simplify::simplify_function(module, f, &facts);
             check(module, "simplification", f)?;

@@ -629,3 +629,71 @@ b0(v0: ptr, v1: i64):
     assert_eq!(count(&out, "main", "boundscheck"), 1, "{out}");
     assert!(out.contains("iconst 7") && !out.contains("iconst 9"), "{out}");
 }
+
+/// A map fold's step after inlining `fun k -> singletonMap k (k * 2)`: the one-key map exists
+/// only to be added into the accumulator.
+const SINGLETON_MAP: &str = "\
+extern fallible $nabla_map_new(i64, i64) -> ptr
+extern fallible $nabla_map_set(ptr, ptr, ptr) -> ()
+extern fallible $nabla_map_entries(ptr) -> ptr
+extern fallible $nabla_map_add_scaled(ptr, ptr, i64, i64, i64) -> ()
+
+fn @main(ptr) -> ptr {
+b0(v0: ptr):
+    v1 = iconst 1
+    v2 = call $nabla_map_new(v1, v1)
+    v3 = call $nabla_map_entries(v0)
+    v4 = arraylen v3
+    v5 = iconst 0
+    jump b1(v5)
+b1(v6: i64):
+    v7 = icmp lt v6, v4
+    brif v7, b2, b3
+b2:
+    v8 = elemaddr v3, v6, 16
+    v9 = load.i64 v8+0
+    v10 = call $nabla_map_new(v1, v1)
+    v11 = alloc 8
+    store v9, v11+0
+    v12 = alloc 8
+    v13 = iadd v9, v9
+    store v13, v12+0
+    call $nabla_map_set(v10, v11, v12)
+    v14 = iconst 7
+    call $nabla_map_add_scaled(v2, v10, v1, v5, v14)
+    v15 = iadd v6, v1
+    jump b1(v15)
+b3:
+    return v2
+}
+";
+
+#[test]
+fn singleton_maps_added_once_are_never_built() {
+    let out = opt(SINGLETON_MAP);
+    // The accumulator is still made; the singleton is not.
+    assert_eq!(count(&out, "main", "map_new"), 1, "{out}");
+    assert_eq!(count(&out, "main", "map_set"), 0, "{out}");
+    assert_eq!(count(&out, "main", "map_add_scaled("), 0, "{out}");
+    assert_eq!(count(&out, "main", "map_add_scaled_key(v"), 1, "{out}");
+    assert!(out.contains("extern fallible $nabla_map_add_scaled_key(ptr, ptr, ptr, i64, i64, i64) -> ()"), "{out}");
+}
+
+/// The value's slot is written between the `set` and the addition (the map holds the old
+/// words), or the map is read meanwhile: no fusion.
+#[test]
+fn singleton_maps_whose_slots_change_or_that_are_read_are_built() {
+    let rewritten = SINGLETON_MAP.replace("    v14 = iconst 7\n", "    v14 = iconst 7\n    store v9, v12+0\n");
+    let out = opt(&rewritten);
+    assert_eq!(count(&out, "main", "map_add_scaled(v"), 1, "{out}");
+    assert_eq!(count(&out, "main", "map_set(v"), 1, "{out}");
+    let read = SINGLETON_MAP
+        .replace("    v14 = iconst 7\n", "    v14 = iconst 7\n    v16 = call $nabla_map_len(v10)\n")
+        .replace("add_scaled(v2, v10, v1, v5, v14)", "add_scaled(v2, v10, v16, v5, v14)")
+        .replace(
+            "extern fallible $nabla_map_add_scaled",
+            "extern $nabla_map_len(ptr) -> i64\nextern fallible $nabla_map_add_scaled",
+        );
+    let out = opt(&read);
+    assert_eq!(count(&out, "main", "map_add_scaled(v"), 1, "{out}");
+}

@@ -4,7 +4,6 @@
 //! A bag never stores a zero multiplicity; the group-aware "zero value disappears" rule of maps
 //! is applied by the compiled code, which knows the group.
 
-use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -70,12 +69,12 @@ pub enum Words {
 impl Words {
     /// The words of `ws`.
     pub fn new(ws: &[u64]) -> Words {
-        if ws.len() <= INLINE {
-            let mut a = [0; INLINE];
-            a[..ws.len()].copy_from_slice(ws);
-            Words::Inline(ws.len() as u8, a)
-        } else {
-            Words::Heap(ws.into())
+        // By cases: a variable-length copy would be a call to `memcpy`.
+        match *ws {
+            [] => Words::Inline(0, [0; INLINE]),
+            [a] => Words::Inline(1, [a, 0]),
+            [a, b] => Words::Inline(2, [a, b]),
+            _ => Words::Heap(ws.into()),
         }
     }
     /// The words as a slice.
@@ -94,22 +93,29 @@ impl Words {
     }
 }
 
-impl Borrow<[u64]> for Words {
-    fn borrow(&self) -> &[u64] {
-        self.as_slice()
-    }
-}
-
-// Hashing and equality are the slice's, as `Borrow` requires.
+// Hashed word by word (one multiply per word with `FxHasher`; the slice's hash would feed its
+// bytes through `write`), compared without `memcmp`. Lookups go through `Words` too (`Map::get`
+// makes one: inline for short keys), so no `Borrow<[u64]>` needs the slice's hash.
 impl Hash for Words {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.as_slice().hash(state)
+        match self {
+            // Unused words are zero, so equal keys hash alike.
+            Words::Inline(_, a) => {
+                state.write_u64(a[0]);
+                state.write_u64(a[1]);
+            }
+            Words::Heap(b) => b.iter().for_each(|w| state.write_u64(*w)),
+        }
     }
 }
 
 impl PartialEq for Words {
     fn eq(&self, other: &Words) -> bool {
-        self.as_slice() == other.as_slice()
+        match (self, other) {
+            (Words::Inline(n, a), Words::Inline(m, b)) => n == m && a == b,
+            (Words::Heap(a), Words::Heap(b)) => a == b,
+            _ => false,
+        }
     }
 }
 
@@ -548,7 +554,7 @@ impl Map {
 
     /// The value at `key`, to update in place.
     pub fn get_mut(&mut self, key: &[u64]) -> Option<&mut [u64]> {
-        self.entries.get_mut(key).map(|v| v.as_mut_slice())
+        self.entries.get_mut(&Words::new(key)).map(|v| v.as_mut_slice())
     }
 
     /// The entries as records `[key words…, value words…]`, sorted by key, written to `out`
@@ -616,7 +622,7 @@ impl Map {
 
     /// The value at `key`.
     pub fn get(&self, key: &[u64]) -> Option<&[u64]> {
-        self.entries.get(key).map(|v| v.as_slice())
+        self.entries.get(&Words::new(key)).map(|v| v.as_slice())
     }
 
     /// Binds `key` to `value`.
@@ -637,6 +643,23 @@ impl Map {
         Ok(())
     }
 
+    /// The value at `key` to update in place, bound first to zero words if `key` is unbound
+    /// (then `true`): one hash and probe where `get_mut` then `set` would take two.
+    pub fn slot(&mut self, key: &[u64]) -> Result<(&mut [u64], bool), CollectionError> {
+        if key.len() != self.key_words {
+            return Err(CollectionError::WidthMismatch { expected: self.key_words, found: key.len() });
+        }
+        let vw = self.value_words;
+        Ok(match self.entries.entry(Words::new(key)) {
+            std::collections::hash_map::Entry::Occupied(e) => (e.into_mut().as_mut_slice(), false),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let v =
+                    if vw <= INLINE { Words::Inline(vw as u8, [0; INLINE]) } else { Words::Heap(vec![0; vw].into()) };
+                (e.insert(v).as_mut_slice(), true)
+            }
+        })
+    }
+
     /// Empties the map for reuse with the given widths, keeping its table's capacity.
     pub fn recycle(&mut self, key_words: usize, value_words: usize) {
         self.key_words = key_words;
@@ -647,7 +670,7 @@ impl Map {
 
     /// Unbinds `key` (nothing happens if it is absent).
     pub fn remove(&mut self, key: &[u64]) {
-        self.entries.remove(key);
+        self.entries.remove(&Words::new(key));
     }
 
     /// `(key, value)` pairs sorted by key.

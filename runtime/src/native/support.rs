@@ -8,7 +8,7 @@ use anf::ir::TrapCode;
 use jit::CtxHeader;
 
 use super::collections::{width, Bag, CollectionError, Map};
-use super::{CallCtx, NativeError, STATUS_PANIC};
+use super::{CallCtx, NativeError, STATUS_COLLECTION, STATUS_PANIC};
 
 /// Runs `f` on the context; a failure or a panic records an error and gives `fallback`.
 ///
@@ -394,6 +394,148 @@ pub unsafe extern "C" fn nabla_map_entries(ctx: *mut CtxHeader, map: *const Map)
     })
 }
 
+/// `dst[k] ⊕ m·v` for one key of a `mapGroup` whose values are one word in builtin group
+/// `kind` (`GroupKind`: 0 Int, 1 Real, 2 Bag), in place; the result of `group.scale` then
+/// `group.op_into` (`anf::lower::groups`) on a map with that one key, without the scaled copy:
+/// the scaled value is dropped if it is the zero, else added to the bound value (a new bag when
+/// the key is unbound), and a key whose value becomes the zero is unbound. `dst` and its bags
+/// are the caller's own (a fold's accumulator).
+unsafe fn map_add_scaled_at(
+    cx: &mut CallCtx,
+    dst: &mut Map,
+    k: &[u64],
+    v: u64,
+    m: i64,
+    kind: i64,
+    site: i64,
+) -> Result<(), NativeError> {
+    let unbind = match kind {
+        // `intGroup`: `imul` then `iadd`, wrapping like Int arithmetic.
+        0 => {
+            let s = (v as i64).wrapping_mul(m);
+            if s == 0 {
+                return Ok(());
+            }
+            // (An unbound key's slot is zero.)
+            let (cur, _) = dst.slot(k)?;
+            let n = (cur[0] as i64).wrapping_add(s);
+            cur[0] = n as u64;
+            n == 0
+        }
+        // `realGroup`: `v · toReal m`, then `+` (one key's sum: no reassociation).
+        1 => {
+            let s = f64::from_bits(v) * m as f64;
+            if s == 0.0 {
+                return Ok(());
+            }
+            match dst.slot(k)? {
+                (cur, true) => {
+                    cur[0] = s.to_bits();
+                    false
+                }
+                (cur, false) => {
+                    let n = f64::from_bits(cur[0]) + s;
+                    cur[0] = n.to_bits();
+                    n == 0.0
+                }
+            }
+        }
+        // `bagGroup`: every multiplicity times `m`, checked, added in place.
+        2 => {
+            let src = &*(v as *const Bag);
+            if m == 0 || src.is_empty() {
+                return Ok(());
+            }
+            let (cur, unbound) = dst.slot(k)?;
+            if unbound {
+                let b = cx.fresh_bag(src.key_words());
+                cur[0] = b as u64;
+                // (A failure ends the call: the accumulator is never seen again.)
+                (*b).add_scaled(src, m).map_err(|e| at_site(e, site))?;
+                return Ok(());
+            }
+            let b = cur[0] as *mut Bag;
+            if std::ptr::eq(b, src) {
+                let scaled = src.scale(m).map_err(|e| at_site(e, site))?;
+                (*b).add_scaled(&scaled, 1).map_err(|e| at_site(e, site))?;
+            } else {
+                (*b).add_scaled(src, m).map_err(|e| at_site(e, site))?;
+            }
+            (*b).is_empty()
+        }
+        _ => {
+            return Err(NativeError::new(
+                STATUS_COLLECTION,
+                format!("internal error: map_add_scaled of group kind {kind}"),
+            ))
+        }
+    };
+    if unbind {
+        dst.remove(k);
+    }
+    Ok(())
+}
+
+/// Checks that `map` holds one-word values (what `map_add_scaled` handles).
+fn one_word_values(map: &Map) -> Result<(), NativeError> {
+    if map.value_words() != 1 {
+        return Err(CollectionError::WidthMismatch { expected: 1, found: map.value_words() }.into());
+    }
+    Ok(())
+}
+
+/// `dst ⊕ m·src` in place for a `mapGroup` over one-word values in builtin group `kind` (see
+/// [`map_add_scaled_at`]): a map fold's step without building the scaled map. Keys are
+/// independent (one key's update reads no other), so `src` is walked unsorted.
+pub unsafe extern "C" fn nabla_map_add_scaled(
+    ctx: *mut CtxHeader,
+    dst: *mut Map,
+    src: *const Map,
+    m: i64,
+    kind: i64,
+    site: i64,
+) {
+    guard(ctx, (), |cx| {
+        let d = &mut *dst;
+        one_word_values(d)?;
+        one_word_values(&*src)?;
+        if (*src).key_words() != d.key_words() {
+            return Err(CollectionError::WidthMismatch { expected: d.key_words(), found: (*src).key_words() }.into());
+        }
+        if std::ptr::eq(dst, src) {
+            let entries: Vec<(Vec<u64>, u64)> = d.entries().map(|(k, v)| (k.to_vec(), v[0])).collect();
+            for (k, v) in entries {
+                map_add_scaled_at(cx, d, &k, v, m, kind, site)?;
+            }
+            return Ok(());
+        }
+        for (k, v) in (*src).entries() {
+            map_add_scaled_at(cx, d, k, v[0], m, kind, site)?;
+        }
+        Ok(())
+    })
+}
+
+/// `dst ⊕ m·{key -> value}` in place (see [`map_add_scaled_at`]): `opt::maps` fuses a singleton
+/// map made only to be added (`nabla_map_new`, one `nabla_map_set`, `nabla_map_add_scaled`) into
+/// this call, so the map is never built.
+pub unsafe extern "C" fn nabla_map_add_scaled_key(
+    ctx: *mut CtxHeader,
+    dst: *mut Map,
+    key: *const u64,
+    value: *const u64,
+    m: i64,
+    kind: i64,
+    site: i64,
+) {
+    guard(ctx, (), |cx| {
+        let d = &mut *dst;
+        one_word_values(d)?;
+        let k = words(key, d.key_words());
+        map_add_scaled_at(cx, d, k, *value, m, kind, site)
+    })
+}
+
 /// The address of support function `name`.
 pub fn address(name: &str) -> Option<*const u8> {
     let p = match name {
@@ -441,6 +583,8 @@ pub fn address(name: &str) -> Option<*const u8> {
         "nabla_map_get" => nabla_map_get as *const u8,
         "nabla_map_len" => nabla_map_len as *const u8,
         "nabla_map_entries" => nabla_map_entries as *const u8,
+        "nabla_map_add_scaled" => nabla_map_add_scaled as *const u8,
+        "nabla_map_add_scaled_key" => nabla_map_add_scaled_key as *const u8,
         jit::TRAP_SYMBOL => nabla_trap as *const u8,
         jit::ALLOC_SYMBOL => nabla_alloc as *const u8,
         _ => return None,

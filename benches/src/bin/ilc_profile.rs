@@ -1,0 +1,126 @@
+//! A fixed workload for profilers (callgrind, perf): the histogram of `examples/histogram.nbl` over
+//! `N` documents of 1 000 words, then `K` one-word changes and their inverses through the compiled
+//! driver. `cargo build -p benches --release --bin ilc_profile`, then e.g.
+//! `valgrind --tool=callgrind --toggle-collect='*changes_timed*' target/release/ilc_profile 1000 2000`
+//! (the first 100 batches are warm-up). Prints the median time per change over batches of 16
+//! changes, and the same for the hand-written `FxHashMap` update of `benches/benches/ilc.rs`.
+use std::rc::Rc;
+use std::time::Instant;
+
+use runtime::api::Incremental;
+use runtime::value::{Bag, Change, Group, Key, MapV, Value};
+use rustc_hash::FxHashMap;
+
+fn word(d: usize, w: usize) -> i64 {
+    let x = (d as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (w as u64).wrapping_mul(0xc2b2_ae3d_27d4_eb4f);
+    ((x ^ (x >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9) >> 33) as i64 % 1000
+}
+
+fn doc_change(d: usize, entries: impl IntoIterator<Item = (i64, i64)>) -> (Key, Value) {
+    let mut b = Bag::default();
+    for (k, n) in entries {
+        b.insert(Key::Int(k), n).expect("a multiplicity in range");
+    }
+    (Key::Int(d as i64), Value::Bag(Rc::new(b)))
+}
+
+fn gchange(entries: impl IntoIterator<Item = (Key, Value)>) -> Value {
+    let mut m = MapV::default();
+    m.entries.extend(entries);
+    Value::Change(Rc::new(Change::GChange(Rc::new(Group::Map(Rc::new(Group::Bag))), Value::Map(Rc::new(m)))))
+}
+
+fn main() {
+    let arg = |i: usize, d: usize| std::env::args().nth(i).and_then(|s| s.parse().ok()).unwrap_or(d);
+    let (docs, changes) = (arg(1, 1000), arg(2, 2000));
+    let src = benches::example("histogram");
+    let (_, mono) = runtime::prepare(&src, "histogram").expect("histogram type-checks");
+    let mut driver = Incremental::new(&mono, &Value::Map(Rc::new(MapV::default()))).expect("the driver starts");
+    for start in (0..docs).step_by(100) {
+        let batch = (start..(start + 100).min(docs)).map(|d| doc_change(d, (0..1000).map(|w| (word(d, w), 1))));
+        driver.update(&gchange(batch)).expect("documents added");
+    }
+    let d = docs / 2;
+    let (from, to) = (word(d, 0), (word(d, 0) + 1) % 1000);
+    let there = gchange([doc_change(d, [(from, -1), (to, 1)])]);
+    let back = gchange([doc_change(d, [(to, -1), (from, 1)])]);
+    // Warm up: the first updates after loading drop the loading batches' spare tables.
+    changes_timed(&mut driver, &there, &back, 100);
+    let mut times = changes_timed(&mut driver, &there, &back, changes);
+    // The same state by hand (documents as word counts and the histogram in `FxHashMap`s), the
+    // same change: `BENCHMARKS.md`'s baseline, timed the same way.
+    let mut hand = Hand::default();
+    for d in 0..docs {
+        for w in 0..1000 {
+            hand.update(d as i64, None, Some(word(d, w)));
+        }
+    }
+    let mut hand_times = Vec::with_capacity(changes);
+    for _ in 0..changes {
+        let t = Instant::now();
+        for _ in 0..HAND_BATCH {
+            hand.update(std::hint::black_box(d as i64), Some(from), Some(to));
+            hand.update(std::hint::black_box(d as i64), Some(to), Some(from));
+        }
+        hand_times.push(t.elapsed().as_nanos() as f64 / (2 * HAND_BATCH) as f64);
+    }
+    let mean = times.iter().sum::<f64>() / times.len() as f64;
+    let (u, h) = (median(&mut times), median(&mut hand_times));
+    println!(
+        "{docs} documents, {changes} x {BATCH} x 2 changes: per change median {u:.0} ns (mean {mean:.0} ns), \
+         hand-written {h:.1} ns, ratio {:.1}",
+        u / h
+    );
+}
+
+/// Updates timed per batch (a batch lasts microseconds: rarely preempted on a busy machine, so
+/// the median is the update's own cost).
+const BATCH: usize = 8;
+const HAND_BATCH: usize = 256;
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[derive(Default)]
+struct Hand {
+    docs: FxHashMap<i64, FxHashMap<i64, i64>>,
+    hist: FxHashMap<i64, i64>,
+}
+
+fn add(map: &mut FxHashMap<i64, i64>, k: i64, n: i64) {
+    let e = map.entry(k).or_insert(0);
+    *e += n;
+    if *e == 0 {
+        map.remove(&k);
+    }
+}
+
+impl Hand {
+    fn update(&mut self, d: i64, from: Option<i64>, to: Option<i64>) {
+        let doc = self.docs.entry(d).or_default();
+        for (w, n) in [(from, -1), (to, 1)] {
+            if let Some(w) = w {
+                add(doc, w, n);
+                add(&mut self.hist, w, n);
+            }
+        }
+    }
+}
+
+/// The measured loop (its own function, so a profiler can collect only it): per batch of
+/// `BATCH` changes and their inverses, the time per change.
+#[inline(never)]
+fn changes_timed(driver: &mut Incremental, there: &Value, back: &Value, batches: usize) -> Vec<f64> {
+    let mut times = Vec::with_capacity(batches);
+    for _ in 0..batches {
+        let t = Instant::now();
+        for _ in 0..BATCH {
+            driver.update(std::hint::black_box(there)).expect("update");
+            driver.update(std::hint::black_box(back)).expect("update");
+        }
+        times.push(t.elapsed().as_nanos() as f64 / (2 * BATCH) as f64);
+    }
+    times
+}
