@@ -1,6 +1,6 @@
 //! The native incremental driver ([`Incremental`], re-exported as `runtime::api::Incremental`):
 //! `f : A -> B` and its derivative compiled once, the input and output kept current under a
-//! stream of input changes (ILC Sec. 4; WAVE2-NOTES §4).
+//! stream of input changes (ILC Sec. 4; ARCHITECTURE.md, the `runtime` crate).
 //!
 //! # What is compiled
 //! One module, one entry: `step x dx m` with

@@ -75,9 +75,8 @@ struct Expander<'p> {
 
 impl Expander<'_> {
     fn fresh(&mut self) -> LocalId {
-        let id = LocalId(self.next.max(self.program.next_local));
-        self.next = id.0 + 1;
-        id
+        self.next = self.next.max(self.program.next_local);
+        frontend::syntax::fresh_local(&mut self.next)
     }
 
     /// A copy of `e` with fresh binders.

@@ -381,9 +381,7 @@ fn result_type(t: &Type) -> Type {
 
 impl<'m> Transform<'m> {
     fn fresh(&mut self) -> LocalId {
-        let id = LocalId(self.next);
-        self.next += 1;
-        id
+        frontend::syntax::fresh_local(&mut self.next)
     }
 
     fn fresher(&mut self) -> impl FnMut() -> LocalId + use<'_, 'm> {

@@ -178,37 +178,9 @@ pub fn refresh(e: &E, fresh: &mut dyn FnMut() -> LocalId) -> E {
 
 /// The local variables `e` uses but does not bind.
 pub fn free_locals(e: &E, out: &mut FxHashSet<LocalId>) {
-    fn go(e: &E, bound: &mut Vec<LocalId>, out: &mut FxHashSet<LocalId>) {
-        match &e.kind {
-            ExprKind::Var(_, VarRef::Local(id)) => {
-                if !bound.contains(id) {
-                    out.insert(*id);
-                }
-            }
-            ExprKind::Lam(p, b) => {
-                let k = bound.len();
-                bound.extend(p.binders().into_iter().map(|(_, id)| id));
-                go(b, bound, out);
-                bound.truncate(k);
-            }
-            ExprKind::Let(p, a, b) => {
-                go(a, bound, out);
-                let k = bound.len();
-                bound.extend(p.binders().into_iter().map(|(_, id)| id));
-                go(b, bound, out);
-                bound.truncate(k);
-            }
-            ExprKind::Dual(p, a, b) => {
-                go(b, bound, out);
-                let k = bound.len();
-                bound.extend(p.binders().into_iter().map(|(_, id)| id));
-                go(a, bound, out);
-                bound.truncate(k);
-            }
-            _ => frontend::lin::for_each_child(e, &mut |c| go(c, bound, out)),
-        }
-    }
-    go(e, &mut Vec::new(), out)
+    frontend::lin::visit_free_locals(e, &mut |_, id, _| {
+        out.insert(id);
+    });
 }
 
 /// Removes bindings nothing after them uses (every term is pure here: a recomputed primal value
