@@ -31,6 +31,7 @@ const MUST_COMPILE: &[&str] = &[
     "pb_fold_carry_activity",
     "pb_builtin_as_function",
     "pb_closures_in_tuples",
+    "pb_nested_zero_gradient",
     "pb_fold_product",
     "pb_function_input",
     "pb_gradient_descent",

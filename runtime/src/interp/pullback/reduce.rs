@@ -745,10 +745,18 @@ impl<'a, 'p> Reducer<'a, 'p> {
     }
 
     /// `unstar (((Ω f)·(Ω c)) x)`.
-    fn unstarred_pullback(&self, f: &E, c: E, x: &E) -> E {
+    pub(super) fn unstarred_pullback(&self, f: &E, c: E, x: &E) -> E {
         let d = app(&pullback(f.clone(), omega(c)), x.clone());
         let ty = argument_of(&f.ty);
-        app(&builtin(Builtin::Unstar, Type::fun(Type::dual(ty.clone()), ty)), d)
+        let u = app(&builtin(Builtin::Unstar, Type::fun(Type::dual(ty.clone()), ty.clone())), d);
+        // The gradient is a value the program may go on to use as data (`map h (grad g v)`): a
+        // symbolic zero in it takes the shape of the point, as when a result is read
+        // (`0 + 0⃗ ≡ 0⃗`; an array's length is not in its type).
+        if !holds_array(&ty) {
+            return u;
+        }
+        let z = if vector::is_vector(x) { vector::zeros_like(x) } else { zeros_term(x) };
+        mk(ExprKind::Sum(u, z), ty)
     }
 
     /// `(λx. S)*·V` once `V` and `S` are values: reductions 5 and 6.
@@ -968,5 +976,30 @@ pub fn is_atom_tree(e: &E) -> bool {
         ExprKind::Var(_, VarRef::Local(_)) => true,
         ExprKind::Tuple(xs) => !xs.is_empty() && xs.iter().all(is_atom_tree),
         _ => false,
+    }
+}
+
+/// Does a value of type `t` hold an array (whose length its type does not give)?
+fn holds_array(t: &Type) -> bool {
+    match t {
+        Type::Array(_) => true,
+        Type::Tuple(ts) => ts.iter().any(holds_array),
+        _ => false,
+    }
+}
+
+/// A term computing the zero of `x`'s shape: `map (λy. 0) x` for an array, componentwise for a
+/// tuple (the zero of a discrete or other type is its symbolic zero).
+fn zeros_term(x: &E) -> E {
+    match &x.ty {
+        Type::Real => real(0.0),
+        Type::Array(t) => {
+            let (py, y) = fresh_var("y", t);
+            let f = lam(py, zeros_term(&y));
+            let map_ty = Type::fun(f.ty.clone(), Type::fun(x.ty.clone(), x.ty.clone()));
+            app_n(&builtin(Builtin::Map, map_ty), vec![f, x.clone()])
+        }
+        Type::Tuple(ts) => mk(ExprKind::Tuple((0..ts.len()).map(|i| zeros_term(&proj(x, i))).collect()), x.ty.clone()),
+        t => zero(t),
     }
 }

@@ -563,9 +563,8 @@ impl<'a, 'p> Reducer<'a, 'p> {
                 B::Map | B::ZipWith | B::Build | B::Fold | B::Iterate | B::While => self.unfold_at(at, e, b, &args),
                 B::Grad | B::Vjp => {
                     let c = if b == B::Grad { real(1.0) } else { args[2].clone() };
-                    let d = app(&pullback(args[0].clone(), omega(c)), args[1].clone());
-                    let ty = argument_of(&args[0].ty);
-                    rewrite(self, b.name(), &app(&builtin(B::Unstar, Type::fun(Type::dual(ty.clone()), ty)), d))
+                    let u = self.unstarred_pullback(&args[0], c, &args[1]);
+                    rewrite(self, b.name(), &u)
                 }
                 B::Jacobian => {
                     let y = self.quietly(|r| r.eval(&app(&at.prim(&args[0]), at.prim(&args[1]))))?;
