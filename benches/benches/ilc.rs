@@ -41,7 +41,7 @@ fn gchange(g: Group, v: Value) -> Value {
 fn bag_of(entries: impl IntoIterator<Item = (Key, i64)>) -> Value {
     let mut b = Bag::default();
     for (k, n) in entries {
-        b.insert(k, n);
+        b.insert(k, n).expect("a multiplicity in range");
     }
     Value::Bag(Rc::new(b))
 }
@@ -181,6 +181,28 @@ fn histogram(c: &mut Criterion) {
 
 /// The two smaller workloads: a program, its input of `n` elements, a change and its inverse,
 /// and a hand-written update of the same state.
+/// One workload's group: the change and its inverse through the driver (`update_x2`), compiled
+/// recomputation, and `rust_x2`, the hand-written update and its inverse.
+fn bench_pair(
+    c: &mut Criterion,
+    name: &str,
+    driver: &mut Incremental,
+    (there, back): (&Value, &Value),
+    mut rust_x2: impl FnMut(),
+) {
+    let mut g = c.benchmark_group(name);
+    g.sample_size(10);
+    g.bench_function("update_x2", |b| {
+        b.iter(|| {
+            driver.update(black_box(there)).expect("update");
+            driver.update(black_box(back)).expect("update");
+        })
+    });
+    g.bench_function("recompute", |b| b.iter(|| driver.recompute().expect("recompute")));
+    g.bench_function("rust_x2", |b| b.iter(&mut rust_x2));
+    g.finish();
+}
+
 fn small_workloads(c: &mut Criterion) {
     const GRAND_TOTAL: &str = "\
 def grand_total (p : Bag Int * Bag Int) : Int =
@@ -222,22 +244,10 @@ def stock (moves : Bag (Int * Int)) : Map Int Int =
         assert_eq!(driver.output().to_string(), hand.2.to_string());
         driver.update(&back).expect("update");
         hand_update(&mut hand, to, from);
-        let mut g = c.benchmark_group(format!("ilc_grand_total/{n}"));
-        g.sample_size(10);
-        g.bench_function("update_x2", |b| {
-            b.iter(|| {
-                driver.update(black_box(&there)).expect("update");
-                driver.update(black_box(&back)).expect("update");
-            })
+        bench_pair(c, &format!("ilc_grand_total/{n}"), &mut driver, (&there, &back), || {
+            hand_update(black_box(&mut hand), from, to);
+            hand_update(black_box(&mut hand), to, from);
         });
-        g.bench_function("recompute", |b| b.iter(|| driver.recompute().expect("recompute")));
-        g.bench_function("rust_x2", |b| {
-            b.iter(|| {
-                hand_update(black_box(&mut hand), from, to);
-                hand_update(black_box(&mut hand), to, from);
-            })
-        });
-        g.finish();
 
         // Inventory: n distinct movements (item, quantity) over 1 000 items; the change replaces one.
         let (_, mono) = runtime::prepare(INVENTORY, "stock").expect("stock checks");
@@ -263,22 +273,10 @@ def stock (moves : Bag (Int * Int)) : Map Int Int =
         assert_eq!(driver.output().to_string(), printed(&stock));
         driver.update(&back).expect("update");
         stock_update(&mut stock, new, old);
-        let mut g = c.benchmark_group(format!("ilc_inventory/{n}"));
-        g.sample_size(10);
-        g.bench_function("update_x2", |b| {
-            b.iter(|| {
-                driver.update(black_box(&there)).expect("update");
-                driver.update(black_box(&back)).expect("update");
-            })
+        bench_pair(c, &format!("ilc_inventory/{n}"), &mut driver, (&there, &back), || {
+            stock_update(black_box(&mut stock), old, new);
+            stock_update(black_box(&mut stock), new, old);
         });
-        g.bench_function("recompute", |b| b.iter(|| driver.recompute().expect("recompute")));
-        g.bench_function("rust_x2", |b| {
-            b.iter(|| {
-                stock_update(black_box(&mut stock), old, new);
-                stock_update(black_box(&mut stock), new, old);
-            })
-        });
-        g.finish();
     }
 }
 

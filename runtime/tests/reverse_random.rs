@@ -117,23 +117,36 @@ fn compiled(src: &str) -> Result<Vec<f64>, String> {
     }
 }
 
-#[test]
-fn compiled_gradients_of_random_programs_equal_the_reducers() {
-    let seed = std::env::var("NABLA_REV_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x7e57_0bad_u64);
-    let programs: usize = std::env::var("NABLA_REV_PROGRAMS").ok().and_then(|s| s.parse().ok()).unwrap_or(PROGRAMS);
+/// How one random-program test runs: its default seed and count, its `forms` contexts made by
+/// `context`, the comparison, and the least share of programs each form must get (1 in `floor`).
+struct Sweep {
+    seed: u64,
+    programs: usize,
+    forms: u64,
+    context: fn(u64, usize, &[f64], &mut Rng) -> String,
+    close: fn(&[f64], &[f64]) -> bool,
+    floor: usize,
+}
+
+/// Runs `programs` random programs (overridable by `NABLA_REV_SEED`/`NABLA_REV_PROGRAMS`), each in
+/// one of the sweep's contexts, under the reducer and compiled: they must agree (or fail alike),
+/// every context must be exercised, and three in four results must have a non-zero component.
+fn sweep(sw: Sweep) {
+    let seed = std::env::var("NABLA_REV_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(sw.seed);
+    let programs: usize = std::env::var("NABLA_REV_PROGRAMS").ok().and_then(|s| s.parse().ok()).unwrap_or(sw.programs);
     frontend::with_big_stack(move || {
         let mut rng = Rng::new(seed);
         let mut failures = Vec::new();
-        let mut per_form = [0usize; 7];
+        let mut per_form = vec![0usize; sw.forms as usize];
         let mut nonzero = 0;
         for k in 0..programs {
             let p = program(&mut rng, &Options { nested: true, depth: 3 });
-            let form = rng.below(7);
-            let src = format!("{}{}", p.source, context(form, p.inputs, &p.point, &mut rng));
+            let form = rng.below(sw.forms);
+            let src = format!("{}{}", p.source, (sw.context)(form, p.inputs, &p.point, &mut rng));
             let reducer = eval(&src).map(|v| reals(&v));
             let jit = compiled(&src);
             match (&reducer, &jit) {
-                (Ok(a), Ok(b)) if close(a, b) => {
+                (Ok(a), Ok(b)) if (sw.close)(a, b) => {
                     per_form[form as usize] += 1;
                     if a.iter().any(|x| x.abs() > 1e-9) {
                         nonzero += 1;
@@ -145,9 +158,14 @@ fn compiled_gradients_of_random_programs_equal_the_reducers() {
         }
         assert!(failures.is_empty(), "{} of {programs} failed:\n\n{}", failures.len(), failures.join("\n\n"));
         // Every context was exercised, and the gradients compared are not all zero.
-        assert!(per_form.iter().all(|&c| c * 20 >= programs), "contexts per form: {per_form:?}");
+        assert!(per_form.iter().all(|&c| c * sw.floor >= programs), "contexts per form: {per_form:?}");
         assert!(nonzero * 4 >= programs * 3, "only {nonzero} of {programs} results had a non-zero component");
     });
+}
+
+#[test]
+fn compiled_gradients_of_random_programs_equal_the_reducers() {
+    sweep(Sweep { seed: 0x7e57_0bad_u64, programs: PROGRAMS, forms: 7, context, close, floor: 20 });
 }
 
 /// `f` applied to `args`.
@@ -265,32 +283,12 @@ fn close_normwise(a: &[f64], b: &[f64]) -> bool {
 
 #[test]
 fn compiled_gradients_over_arrays_of_arrays_and_tuples_equal_the_reducers() {
-    let seed = std::env::var("NABLA_REV_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x4e57_ed00_u64);
-    let programs: usize = std::env::var("NABLA_REV_PROGRAMS").ok().and_then(|s| s.parse().ok()).unwrap_or(PROGRAMS / 2);
-    frontend::with_big_stack(move || {
-        let mut rng = Rng::new(seed);
-        let mut failures = Vec::new();
-        let mut per_form = [0usize; 9];
-        let mut nonzero = 0;
-        for k in 0..programs {
-            let p = program(&mut rng, &Options { nested: true, depth: 3 });
-            let form = rng.below(9);
-            let src = format!("{}{}", p.source, nested_context(form, p.inputs, &p.point, &mut rng));
-            let reducer = eval(&src).map(|v| reals(&v));
-            let jit = compiled(&src);
-            match (&reducer, &jit) {
-                (Ok(a), Ok(b)) if close_normwise(a, b) => {
-                    per_form[form as usize] += 1;
-                    if a.iter().any(|x| x.abs() > 1e-9) {
-                        nonzero += 1;
-                    }
-                }
-                (Err(a), Err(b)) if a == b => per_form[form as usize] += 1,
-                _ => failures.push(format!("#{k} (form {form}): reducer {reducer:?}, compiled {jit:?}\n{src}")),
-            }
-        }
-        assert!(failures.is_empty(), "{} of {programs} failed:\n\n{}", failures.len(), failures.join("\n\n"));
-        assert!(per_form.iter().all(|&c| c * 25 >= programs), "contexts per form: {per_form:?}");
-        assert!(nonzero * 4 >= programs * 3, "only {nonzero} of {programs} results had a non-zero component");
+    sweep(Sweep {
+        seed: 0x4e57_ed00_u64,
+        programs: PROGRAMS / 2,
+        forms: 9,
+        context: nested_context,
+        close: close_normwise,
+        floor: 25,
     });
 }
