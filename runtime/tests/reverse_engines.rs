@@ -29,6 +29,7 @@ const MUST_COMPILE: &[&str] = &[
     "pb_floor_round",
     "pb_fold_closure",
     "pb_fold_carry_activity",
+    "pb_fused_sum",
     "pb_builtin_as_function",
     "pb_closures_in_tuples",
     "pb_nested_zero_gradient",
@@ -127,6 +128,46 @@ def main = (grad rosen x0, byhand x0)
             for (x, y) in a.iter().zip(&b) {
                 assert!((x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0), "{x} vs {y}");
             }
+        }
+    });
+}
+
+/// A producer's own errors come first in both engines, at its site, wherever the transform puts
+/// code before it: `build`'s negative size and `zipWith`'s unequal lengths before a fused sum's
+/// loop runs, `iterate`'s negative count before its tape is made, and an element's error in
+/// index order from inside a fused loop.
+#[test]
+fn producer_errors_come_first_in_both_engines() {
+    let cases = [
+        (
+            "def f (w : Real) = sum (build (0 - 3) (fun i -> w * toReal i))\ndef main = grad f 1.0",
+            "build: negative array size -3",
+        ),
+        (
+            "def f (w : Array Real) = sum (zipWith (fun a b -> a * b) w [1.0, 2.0])\ndef main = grad f [1.0, 2.0, 3.0]",
+            "zipWith: arrays have different lengths 3 and 2",
+        ),
+        (
+            "def f (w : Array Real) = sum (map (fun i -> w.[i] * w.[i]) [0, 5, 7])\ndef main = grad f [1.0, 2.0, 3.0]",
+            "index 5 out of bounds for length 3",
+        ),
+        (
+            "def f (w : Real) = iterate (0 - 2) (fun x -> x * w) 1.0\ndef main = grad f 1.0",
+            "iterate: negative count -2",
+        ),
+    ];
+    frontend::with_big_stack(|| {
+        for (src, msg) in cases {
+            let (_, mono) = runtime::prepare(src, "main").unwrap();
+            // Compiled, not the interpreter's error again through a fallback.
+            assert!(matches!(adjoint::reverse::transform(&mono), Ok(Some(_))), "{src} falls back");
+            let a = runtime::interp::run(&mono).expect_err(src);
+            let b = match runtime::engine::run(&mono) {
+                Ok(r) => panic!("{src}: compiled gave {} ({:?})", r.value, r.note),
+                Err(d) => d,
+            };
+            assert_eq!(a.message, msg, "{src}");
+            assert_eq!((&b.message, b.span), (&a.message, a.span), "{src}");
         }
     });
 }

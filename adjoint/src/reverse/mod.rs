@@ -940,6 +940,9 @@ impl<'m> Transform<'m> {
             unread: Vec::new(),
             rows: FxHashMap::default(),
             lens: FxHashMap::default(),
+            sums: summed_producers(&binds, &res),
+            summed: FxHashMap::default(),
+            units: FxHashMap::default(),
         };
         ad.tys.insert(xid, ("x".into(), x.ty.clone()));
         if !x.ty.is_discrete() {
@@ -1067,6 +1070,14 @@ struct Ad<'a, 'm> {
     /// adjoint takes its length from there, so a loop body recomputed for its reverse need not
     /// rebuild the array only to measure it.
     lens: FxHashMap<LocalId, E>,
+    /// Top-level `z = build n f` / `map f xs` / `zipWith f xs ys` whose only use is `s = sum z`:
+    /// `z ↦ s` (see [`Ad::fused_forward`]).
+    sums: FxHashMap<LocalId, LocalId>,
+    /// `s ↦` the fused forward loop's sum, for the binding `s = sum z` the forward phase meets next.
+    summed: FxHashMap<LocalId, E>,
+    /// `z ↦` each captured variable's adjoint for the cotangent 1 at every element, computed by
+    /// the fused forward loop: z's reverse scales them by the broadcast cotangent.
+    units: FxHashMap<LocalId, Vec<(LocalId, E)>>,
 }
 
 /// `Array (Array Real)`: its adjoint is a nested accumulator, an outer array of distinct row
@@ -1187,6 +1198,14 @@ impl Ad<'_, '_> {
                     _ => {}
                 }
                 self.active.insert(b.id);
+                if let Some(s) = self.summed.remove(&b.id) {
+                    // `s = sum z` of a fused producer: the loop computed it.
+                    out.push(Bind { id: b.id, name: b.name.clone(), ty: b.ty.clone(), rhs: s });
+                    continue;
+                }
+                if self.sums.contains_key(&b.id) && self.fused_forward(out, b, &rhs.clone())? {
+                    continue;
+                }
                 if let (ExprKind::Var(_, VarRef::Local(x)), false) = (&rhs.kind, is_fun(&b.ty)) {
                     let r = self.root(*x);
                     self.alias.insert(b.id, r);
@@ -1541,6 +1560,21 @@ impl Ad<'_, '_> {
 
     /// The reverse rule of one binding `z = rhs` whose adjoint is `g`.
     fn rule(&mut self, out: &mut Vec<Bind>, b: &Bind, g: Adj) -> R<()> {
+        if let Some(units) = self.units.remove(&b.id) {
+            // Lemma 4.4 (the pullback is linear in its cotangent): the reverse of a fused
+            // producer with the broadcast cotangent c is c times its reverse for cotangent 1.
+            let Adj::B(c) = g else { return self.err("a fused producer's adjoint is not a broadcast (internal)") };
+            for (v, u) in units {
+                let ve = self.var_of(v);
+                if u.ty == Type::Real {
+                    let d = self.emit(out, "d", rbin(BinOp::Mul, &c, &u));
+                    self.add(out, &ve, Adj::R(d))?;
+                } else {
+                    self.add_axpy(out, &ve, c.clone(), u)?;
+                }
+            }
+            return Ok(());
+        }
         let rhs = strip(&b.rhs).clone();
         let z = b.var();
         match &rhs.kind {
@@ -1997,6 +2031,102 @@ impl Ad<'_, '_> {
         self.reverse(bo, binds)
     }
 
+    /// The forward phase of a top-level producer `z = build n f` / `map f xs` / `zipWith f xs ys`
+    /// whose only use is `s = sum z`. Its adjoint will be the broadcast of `s`'s (the transpose of
+    /// Σ), the same at every element, so by linearity (Lemma 4.4) the reverse of each element can
+    /// run right after its primal with cotangent 1, into fresh accumulators of the captured
+    /// variables; z's reverse then scales them (`rule`). One loop computes the elements, their sum
+    /// (left to right from 0.0, as `sum` adds) and those accumulators: no array, no tape, no second
+    /// pass over the body. Only when every captured variable is a Real or an `Array Real` (an
+    /// accumulator of an array captured at the top level costs its length once); `false` leaves
+    /// the binding to the general path.
+    fn fused_forward(&mut self, out: &mut Vec<Bind>, b: &Bind, rhs: &E) -> R<bool> {
+        let (h, args) = anf::anormal::spine(rhs);
+        let bi = match (&strip(h).kind, args.len()) {
+            (ExprKind::Var(_, VarRef::Builtin(bi @ (Builtin::Build | Builtin::Map))), 2) => *bi,
+            (ExprKind::Var(_, VarRef::Builtin(Builtin::ZipWith)), 3) => Builtin::ZipWith,
+            _ => return Ok(false),
+        };
+        let args: Vec<E> = args.into_iter().cloned().collect();
+        let (f, arrays): (&E, Vec<E>) = match bi {
+            Builtin::Map => (&args[0], vec![args[1].clone()]),
+            Builtin::ZipWith => (&args[0], vec![args[1].clone(), args[2].clone()]),
+            _ => (&args[1], vec![]),
+        };
+        let Ok(lamf) = self.lam_of(f) else { return Ok(false) };
+        let mut refs: Vec<&E> = vec![&lamf];
+        refs.extend(arrays.iter());
+        let carried = self.captures(&refs);
+        let plain = |t: &Type| *t == Type::Real || *t == Type::array(Type::Real);
+        if carried.iter().any(|c| !plain(&self.tys[c].1) || self.rows.contains_key(c)) {
+            return Ok(false);
+        }
+        // What the producer checks before it calls f, checked first: `build`'s length, the
+        // lengths `zipWith` zips (its own error, at its own site, by running it when it fails).
+        let fails = match bi {
+            Builtin::Build => Some(bin(BinOp::Lt, &args[0], &int(0), Type::Bool)),
+            Builtin::ZipWith => {
+                let n1 = self.emit(out, "n", call(Builtin::Len, &[arrays[0].clone()], Type::Int));
+                let n2 = self.emit(out, "n", call(Builtin::Len, &[arrays[1].clone()], Type::Int));
+                Some(bin(BinOp::Ne, &n1, &n2, Type::Bool))
+            }
+            _ => None,
+        };
+        if let Some(c) = fails {
+            self.fail_first(out, c, b);
+        }
+        let n = match bi {
+            Builtin::Build => args[0].clone(),
+            _ => self.emit(out, "n", call(Builtin::Len, &[arrays[0].clone()], Type::Int)),
+        };
+        let arity = if bi == Builtin::ZipWith { 2 } else { 1 };
+        let stash: Vec<(LocalId, Adj)> = carried.iter().filter_map(|c| self.adj.remove(c).map(|a| (*c, a))).collect();
+        let body = self.loop_lambda(&n, false, &carried, &[Type::Real], &mut |ad, bo, i, extras| {
+            let (ps, bb, res) = ad.fresh_lam(&lamf, arity)?;
+            let mut binds = Vec::new();
+            if bi == Builtin::Build {
+                ad.bind_pat(&mut binds, &ps[0], i.clone())?;
+            } else {
+                for (p, a) in ps.iter().zip(&arrays) {
+                    let id = ad.t.fresh();
+                    let rhs = index(a, i);
+                    binds.push(Bind { id, name: "x".into(), ty: rhs.ty.clone(), rhs });
+                    let x = var(id, &"x".into(), &binds.last().unwrap().ty);
+                    ad.bind_pat(&mut binds, p, x)?;
+                }
+            }
+            binds.extend(bb);
+            ad.forward(bo, &binds)?;
+            let s = ad.emit(bo, "s", rbin(BinOp::Add, &extras[0], &res));
+            ad.seed_and_reverse(bo, &binds, &res, Some(Adj::R(real(1.0))))?;
+            Ok(vec![s])
+        })?;
+        let sum = self.run_loop(out, &n, body, &carried, vec![real(0.0)])?;
+        let mut units = Vec::new();
+        for c in &carried {
+            let a = self.adj.remove(c);
+            let pv = self.var_of(*c);
+            let ty = pv.ty.clone();
+            units.push((*c, self.materialize(out, a, &ty, &pv)?));
+        }
+        self.adj.extend(stash);
+        self.units.insert(b.id, units);
+        self.summed.insert(self.sums[&b.id], sum[0].clone());
+        Ok(true)
+    }
+
+    /// `if c then (let _ = rhs in ()) else ()` for the binding `b = rhs`: when `c` says the
+    /// builtin `rhs` fails before it calls its function (a negative size, unequal lengths), it is
+    /// run, so that its own error, at its own site, comes before anything the transform put
+    /// before it (a tape, a fused loop).
+    fn fail_first(&mut self, out: &mut Vec<Bind>, c: E, b: &Bind) {
+        let c = self.emit(out, "c", c);
+        let unit = mk(ExprKind::Lit(Lit::Unit), Type::Unit);
+        let id = self.t.fresh();
+        let fail = lets(vec![Bind { id, name: "z".into(), ty: b.ty.clone(), rhs: b.rhs.clone() }], unit.clone());
+        self.emit(out, "chk", if_(&c, fail, unit));
+    }
+
     /// `map f xs`, `zipWith f xs ys`, `build n f`: elementwise; the reverse loop recomputes each
     /// element's primal and runs the body's reverse with the element of the result's adjoint.
     fn rev_elementwise(&mut self, out: &mut Vec<Bind>, b: Builtin, args: &[E], z: &E, g: Adj) -> R<()> {
@@ -2090,6 +2220,10 @@ impl Ad<'_, '_> {
     /// and tapes the carry when that reverse reads it (otherwise the primal is `b` itself, or
     /// `untaped` when given).
     fn loop_forward(&mut self, out: &mut Vec<Bind>, b: &Bind, bi: Builtin, args: &[E], untaped: Option<E>) -> R<()> {
+        if bi == Builtin::Iterate && untaped.is_none() {
+            // `iterate`'s negative count before the tape of that many carries is made.
+            self.fail_first(out, bin(BinOp::Lt, &args[0], &int(0), Type::Bool), b);
+        }
         let mut skip = Vec::new();
         loop {
             match self.loop_forward_with(out, b, bi, args, untaped.clone(), false, &skip) {
@@ -2512,4 +2646,35 @@ fn holds_array(t: &Type) -> bool {
         Type::Tuple(ts) => ts.iter().any(holds_array),
         _ => false,
     }
+}
+
+/// The producers `z = build n f` / `map f xs` / `zipWith f xs ys` of a series whose only use is
+/// a binding `s = sum z` of the same series (`z ↦ s`): candidates for [`Ad::fused_forward`].
+fn summed_producers(binds: &[Bind], res: &E) -> FxHashMap<LocalId, LocalId> {
+    let mut uses: FxHashMap<LocalId, usize> = FxHashMap::default();
+    for e in binds.iter().map(|b| &b.rhs).chain(std::iter::once(res)) {
+        frontend::lin::visit_free_locals(e, &mut |_, id, _| *uses.entry(id).or_default() += 1);
+    }
+    let producer = |e: &E| {
+        let (h, args) = anf::anormal::spine(e);
+        matches!(
+            (&strip(h).kind, args.len()),
+            (ExprKind::Var(_, VarRef::Builtin(Builtin::Build | Builtin::Map)), 2)
+                | (ExprKind::Var(_, VarRef::Builtin(Builtin::ZipWith)), 3)
+        )
+    };
+    let producers: FxHashSet<LocalId> =
+        binds.iter().filter(|b| b.ty == Type::array(Type::Real) && producer(strip(&b.rhs))).map(|b| b.id).collect();
+    let mut out = FxHashMap::default();
+    for b in binds {
+        let (h, args) = anf::anormal::spine(strip(&b.rhs));
+        if let (ExprKind::Var(_, VarRef::Builtin(Builtin::Sum)), [z]) = (&strip(h).kind, args.as_slice()) {
+            if let Some(z) = local(z) {
+                if producers.contains(&z) && uses.get(&z) == Some(&1) && b.ty == Type::Real {
+                    out.insert(z, b.id);
+                }
+            }
+        }
+    }
+    out
 }

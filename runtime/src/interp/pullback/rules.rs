@@ -680,6 +680,18 @@ impl<'a, 'p> Reducer<'a, 'p> {
             mk(ExprKind::Index(xs.clone(), int(i as i64)), ty)
         };
         use Builtin as B;
+        // A negative size is the primal's error, located at the builtin as the forward evaluation
+        // and compiled code report it (else the unfolding would be stuck).
+        if let (B::Build | B::Iterate, ExprKind::Lit(Lit::Int(n))) = (b, &at.prim(&args[0]).kind) {
+            if *n < 0 {
+                let msg = if b == B::Build {
+                    format!("build: negative array size {n}")
+                } else {
+                    format!("iterate: negative count {n}")
+                };
+                return Err(self.error_at(e, msg));
+            }
+        }
         let term = match b {
             // (map) map f xs ↦ [f xs.[0], …, f xs.[n-1]], n = len xs at the point.
             B::Map => len(&args[1])
