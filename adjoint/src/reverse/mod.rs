@@ -799,6 +799,13 @@ impl<'m> Transform<'m> {
                 Some(lam(id, &"y".into(), a, body))
             }
             ExprKind::Lam(..) => Some(f.clone()),
+            // An element of an array literal of known functions at a literal index.
+            ExprKind::Index(a, k) if is_fun(&f.ty) => match (&self.known_array(a, env)?.kind, &strip(k).kind) {
+                (ExprKind::Array(xs), ExprKind::Lit(Lit::Int(k))) => {
+                    self.known(xs.get(usize::try_from(*k).ok()?)?, env)
+                }
+                _ => None,
+            },
             // A component of a tuple of known functions (`p.1` for `p = (λ…, …)`).
             ExprKind::Proj(a, k) if is_fun(&f.ty) => match &self.known_tuple(a, env)?.kind {
                 ExprKind::Tuple(cs) => self.known(cs.get(*k)?, env),
@@ -828,13 +835,68 @@ impl<'m> Transform<'m> {
         }
     }
 
+    /// A builtin used as a value (`sin` in `[λ…, sin]`): its η-expansion `λy. b y`.
+    fn eta_builtin(&self, f: &E) -> Option<E> {
+        let f = strip(f);
+        let (ExprKind::Var(_, VarRef::Builtin(_)), Type::Fun(a, r)) = (&f.kind, &f.ty) else { return None };
+        let id = LocalId(u32::MAX);
+        let y = var(id, &"y".into(), a);
+        let body = mk(ExprKind::App(f.clone(), y), (**r).clone());
+        Some(lam(id, &"y".into(), a, body))
+    }
+
+    /// The array literal of functions an array-of-functions atom is bound to, if known.
+    fn known_array(&self, a: &E, env: &FxHashMap<LocalId, E>) -> Option<E> {
+        let elem = |x: &E| self.known(x, env).is_some() || self.eta_builtin(x).is_some();
+        let lit = |e: &E| matches!(&e.kind, ExprKind::Array(xs) if xs.iter().all(elem));
+        match &strip(a).kind {
+            ExprKind::Array(_) if lit(strip(a)) => Some(strip(a).clone()),
+            ExprKind::Var(_, VarRef::Local(id)) => env.get(id).filter(|t| lit(t)).cloned(),
+            _ => None,
+        }
+    }
+
+    /// `map g fs`, `fold h z fs` and `fs.[k]` (`k` a literal) over an array literal `fs` of known
+    /// functions, unrolled (`[g f₀, …]`, `h (… (h z f₀) …) fₙ₋₁`, `f_k`: the reductions the
+    /// reducer's (map), (fold) and `.[]` rules make, in the same order), so that each application
+    /// of an element is inlined like any known function. `None` when `e` is none of these.
+    fn unroll_known_array(&mut self, e: &E, env: &FxHashMap<LocalId, E>) -> Option<E> {
+        let elems = |this: &Self, a: &E| match this.known_array(a, env).map(|t| t.kind.clone()) {
+            Some(ExprKind::Array(xs)) => Some(xs),
+            _ => None,
+        };
+        if let ExprKind::Index(a, k) = &e.kind {
+            let xs = elems(self, a)?;
+            let ExprKind::Lit(Lit::Int(k)) = strip(k).kind else { return None };
+            return usize::try_from(k).ok().and_then(|k| xs.get(k)).map(|f| self.refresh(f));
+        }
+        let (h, args) = anf::anormal::spine(e);
+        match (&strip(h).kind, args.as_slice()) {
+            (ExprKind::Var(_, VarRef::Builtin(Builtin::Map)), [g, fs]) => {
+                let xs = elems(self, fs)?;
+                let ys = xs.iter().map(|f| beta(&self.refresh(g), &[&self.refresh(f)])).collect();
+                Some(Expr::new(ExprKind::Array(ys), e.span, e.ty.clone()))
+            }
+            (ExprKind::Var(_, VarRef::Builtin(Builtin::Fold)), [h, z, fs]) => {
+                let xs = elems(self, fs)?;
+                Some(xs.iter().fold((*z).clone(), |acc, f| beta(&self.refresh(h), &[&acc, &self.refresh(f)])))
+            }
+            _ => None,
+        }
+    }
+
     /// Records in `env` what pattern `p` binds when matched against `e`: known functions, and
     /// known tuples that hold functions.
     fn bind_known(&self, p: &Pat, e: &E, env: &mut FxHashMap<LocalId, E>) {
         match &p.kind {
             PatKind::Var(_, id) if is_fun(&p.ty) => {
-                if let Some(l) = self.known(e, env) {
+                if let Some(l) = self.known(e, env).or_else(|| self.eta_builtin(e)) {
                     env.insert(*id, l);
+                }
+            }
+            PatKind::Var(_, id) if matches!(&p.ty, Type::Array(t) if is_fun(t)) => {
+                if let Some(t) = self.known_array(e, env) {
+                    env.insert(*id, t);
                 }
             }
             PatKind::Var(_, id) if holds_fun(&p.ty) => {
@@ -879,14 +941,14 @@ impl<'m> Transform<'m> {
                 let rhs2 = self.inline(rhs, env)?;
                 // A tuple holding functions, bound whole or by a pattern: its components are
                 // resolved where they are applied (`p.k x`, `f x` for `let (f, c) = …`).
-                if holds_fun(&p.ty) && !is_fun(&p.ty) {
+                if holds_fun(&p.ty) && !is_fun(&p.ty) || matches!(&p.ty, Type::Array(t) if is_fun(t)) {
                     let mut env2 = env.clone();
                     self.bind_known(p, &rhs2, &mut env2);
                     let body2 = self.inline(body, &env2)?;
                     return Ok(Expr::new(ExprKind::Let(p.clone(), rhs2, body2), e.span, e.ty.clone()));
                 }
                 if let (PatKind::Var(_, id), true) = (&p.kind, is_fun(&p.ty)) {
-                    if let Some(l) = self.known(rhs, env) {
+                    if let Some(l) = self.known(rhs, env).or_else(|| self.eta_builtin(rhs)) {
                         let mut env2 = env.clone();
                         env2.insert(*id, l);
                         let body2 = self.inline(body, &env2)?;
@@ -895,6 +957,10 @@ impl<'m> Transform<'m> {
                 }
                 let body2 = self.inline(body, env)?;
                 Ok(Expr::new(ExprKind::Let(p.clone(), rhs2, body2), e.span, e.ty.clone()))
+            }
+            ExprKind::App(..) | ExprKind::Index(..) if self.unroll_known_array(e, env).is_some() => {
+                let t = self.unroll_known_array(e, env).expect("checked");
+                self.inline(&t, env)
             }
             ExprKind::App(..) => {
                 let (h, args) = anf::anormal::spine(e);
@@ -1109,7 +1175,9 @@ fn differentiable(t: &Type) -> bool {
         // A function in a tuple is known statically where it is applied (inlining resolves
         // `p.1 x` for a let-bound tuple `p` of λs), so it needs no adjoint of its own.
         Type::Tuple(ts) => ts.iter().all(|t| t.is_discrete() || is_fun(t) || differentiable(t)),
-        Type::Array(e) => **e == Type::Real || e.is_discrete() || is_nested(t) || is_tuple_array(t),
+        // An array of functions: applied only where inlining unrolled it (`unroll_known_array`);
+        // an adjoint reaching a function is refused where it would be added.
+        Type::Array(e) => **e == Type::Real || e.is_discrete() || is_nested(t) || is_tuple_array(t) || is_fun(e),
         t => t.is_discrete(),
     }
 }
