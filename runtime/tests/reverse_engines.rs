@@ -136,7 +136,8 @@ def main = (grad rosen x0, byhand x0)
 /// A producer's own errors come first in both engines, at its site, wherever the transform puts
 /// code before it: `build`'s negative size and `zipWith`'s unequal lengths before a fused sum's
 /// loop runs, `iterate`'s negative count before its tape is made, and an element's error in
-/// index order from inside a fused loop.
+/// index order from inside a fused loop; a read out of an array of closures whose applications
+/// are inlined keeps its bounds check.
 #[test]
 fn producer_errors_come_first_in_both_engines() {
     let cases = [
@@ -155,6 +156,10 @@ fn producer_errors_come_first_in_both_engines() {
         (
             "def f (w : Real) = iterate (0 - 2) (fun x -> x * w) 1.0\ndef main = grad f 1.0",
             "iterate: negative count -2",
+        ),
+        (
+            "def f (w : Real) = let fs = build 3 (fun i -> fun (x : Real) -> w * x * toReal i) in fs.[3] 2.0\ndef main = grad f 1.5",
+            "index 3 out of bounds for length 3",
         ),
     ];
     frontend::with_big_stack(|| {

@@ -865,6 +865,9 @@ impl<'m> Transform<'m> {
             Some(ExprKind::Array(xs)) => Some(xs),
             _ => None,
         };
+        if let Some(t) = self.unroll_producer(e, env) {
+            return Some(t);
+        }
         if let ExprKind::Index(a, k) = &e.kind {
             let xs = elems(self, a)?;
             let ExprKind::Lit(Lit::Int(k)) = strip(k).kind else { return None };
@@ -885,6 +888,71 @@ impl<'m> Transform<'m> {
         }
     }
 
+    /// An array of closures made by `build n F` or `map G ws` whose function returns a λ at once
+    /// (`F = λi. λx. b`: making element k cannot fail): its length and `λk. λx. let i = k in b`
+    /// (`λk. λx. let w = ws.[k] in b` for `map`), the element as a λ, so that applications of it
+    /// inline. `n` and `ws` must be atoms or literals of atoms (they are repeated).
+    fn known_producer(&mut self, a: &E, env: &FxHashMap<LocalId, E>) -> Option<(E, E)> {
+        let t = match &strip(a).kind {
+            ExprKind::Var(_, VarRef::Local(id)) => env.get(id)?.clone(),
+            _ => strip(a).clone(),
+        };
+        let (h, args) = anf::anormal::spine(&t);
+        let atom = |x: &E| matches!(strip(x).kind, ExprKind::Var(_, VarRef::Local(_)) | ExprKind::Lit(_));
+        let (n, f, ws) = match (&strip(h).kind, args.as_slice()) {
+            (ExprKind::Var(_, VarRef::Builtin(Builtin::Build)), [n, f]) if atom(n) => ((*n).clone(), *f, None),
+            (ExprKind::Var(_, VarRef::Builtin(Builtin::Map)), [g, ws])
+                if atom(ws) || matches!(&strip(ws).kind, ExprKind::Array(xs) if xs.iter().all(atom)) =>
+            {
+                (call(Builtin::Len, &[(*ws).clone()], Type::Int), *g, Some((*ws).clone()))
+            }
+            _ => return None,
+        };
+        let l = self.refresh(&self.known(f, env)?);
+        let ExprKind::Lam(p, inner) = &strip(&l).kind else { return None };
+        let ExprKind::Lam(q, body) = &strip(inner).kind else { return None };
+        let kid = self.fresh();
+        let k = var(kid, &"k".into(), &Type::Int);
+        let arg = match &ws {
+            Some(ws) => index(ws, &k),
+            None => k.clone(),
+        };
+        let b = Expr::new(ExprKind::Let(p.clone(), arg, body.clone()), body.span, body.ty.clone());
+        let elem = Expr::new(ExprKind::Lam(q.clone(), b), inner.span, inner.ty.clone());
+        Some((n, lam(kid, &"k".into(), &Type::Int, elem)))
+    }
+
+    /// Over an array of closures from [`Ad::known_producer`]: `fs.[k] a…` becomes
+    /// `let _ = fs.[k] in F k a…` (the read keeps its bounds check) and `map h fs` becomes
+    /// `build n (λk. h (F k))` (the closures cannot fail, so the first error is h's either way);
+    /// each application of an element is then inlined like any known function.
+    fn unroll_producer(&mut self, e: &E, env: &FxHashMap<LocalId, E>) -> Option<E> {
+        let (h, args) = anf::anormal::spine(e);
+        let atom = |x: &E| matches!(strip(x).kind, ExprKind::Var(_, VarRef::Local(_)) | ExprKind::Lit(_));
+        match (&strip(h).kind, args.as_slice()) {
+            (ExprKind::Index(fs, k), [_, ..]) if atom(fs) && atom(k) => {
+                let (_, f) = self.known_producer(fs, env)?;
+                let id = self.fresh();
+                let read = strip(h).clone();
+                let pat =
+                    Rc::new(Pat { kind: PatKind::Var("_".into(), id), span: e.span, ty: read.ty.clone(), ann: None });
+                let mut all: Vec<&E> = vec![k];
+                all.extend(args.iter().copied());
+                let body = beta(&f, &all);
+                Some(Expr::new(ExprKind::Let(pat, read, body), e.span, e.ty.clone()))
+            }
+            (ExprKind::Var(_, VarRef::Builtin(Builtin::Map)), [g, fs]) => {
+                let (n, f) = self.known_producer(fs, env)?;
+                let ExprKind::Lam(kp, elem) = &f.kind else { return None };
+                let body = beta(&self.refresh(g), &[elem]);
+                let step =
+                    Expr::new(ExprKind::Lam(kp.clone(), body.clone()), f.span, Type::fun(Type::Int, body.ty.clone()));
+                Some(call(Builtin::Build, &[n, step], e.ty.clone()))
+            }
+            _ => None,
+        }
+    }
+
     /// Records in `env` what pattern `p` binds when matched against `e`: known functions, and
     /// known tuples that hold functions.
     fn bind_known(&self, p: &Pat, e: &E, env: &mut FxHashMap<LocalId, E>) {
@@ -897,6 +965,9 @@ impl<'m> Transform<'m> {
             PatKind::Var(_, id) if matches!(&p.ty, Type::Array(t) if is_fun(t)) => {
                 if let Some(t) = self.known_array(e, env) {
                     env.insert(*id, t);
+                } else {
+                    // A producer (`build`/`map`), checked where it is used (`known_producer`).
+                    env.insert(*id, strip(e).clone());
                 }
             }
             PatKind::Var(_, id) if holds_fun(&p.ty) => {
