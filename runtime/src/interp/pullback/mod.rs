@@ -304,14 +304,22 @@ fn gradient(it: &mut Interp, f: E, c: E, x: E, span: Span) -> EvalResult {
     let g = match (&r.kind, reduce::star_vector(&r)) {
         (ExprKind::Zero, _) => vector::zeros_like(&x),
         (_, Some(g)) => vector::materialise(&g, &x),
-        _ => {
-            return Err(Diagnostic::error(
-                span,
-                format!("the pullback did not reduce to a vector: {}", print::abbreviated(&r, 300)),
-            ))
-        }
+        _ => return Err(Diagnostic::error(span, stuck_message(&r))),
     };
     readback::to_value(&mut red, &g)
+}
+
+/// The error of a pullback the reducer could not take to a vector: what to do about it, with the
+/// stuck term itself only under `NABLA_DEBUG` (it is the reducer's, not the program's).
+pub(super) fn stuck_message(r: &E) -> String {
+    let mut m = "the reference interpreter cannot differentiate this: its pullback reducer has no rule for a \
+                 construct here (a function read out of an array at a computed index, for instance); \
+                 `nabla trace` shows the reduction up to where it stops"
+        .to_string();
+    if std::env::var_os("NABLA_DEBUG").is_some() {
+        m.push_str(&format!(" (stopped at {})", print::abbreviated(r, 300)));
+    }
+    m
 }
 
 fn to_value(it: &mut Interp, e: &E, span: Span) -> EvalResult {

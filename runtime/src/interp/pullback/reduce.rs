@@ -875,13 +875,10 @@ impl<'a, 'p> Reducer<'a, 'p> {
         let r = self.quietly(|r| r.eval(&term))?;
         match &r.kind {
             ExprKind::Zero => Ok(zero(&x.ty)),
-            _ => {
-                match star_vector(&r) {
-                    Some(g) => Ok(g),
-                    None => Err(self
-                        .error(&format!("the Jacobian of {} did not reduce to a vector", print::abbreviated(f, 80)))),
-                }
-            }
+            _ => match star_vector(&r) {
+                Some(g) => Ok(g),
+                None => Err(self.error(&super::stuck_message(&r))),
+            },
         }
     }
 }
