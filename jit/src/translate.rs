@@ -418,9 +418,13 @@ impl<'a, 'b> Translator<'a, 'b> {
                 self.def1(inst, x)?;
             }
             ir::Op::Binary(op, x, y) => {
+                let divisor = self.iconst_of(*y);
                 let (x, y) = (self.v(*x)?, self.v(*y)?);
                 let r = match op {
-                    ir::BinaryOp::Sdiv | ir::BinaryOp::Srem => self.checked_div(*op, x, y),
+                    ir::BinaryOp::Sdiv | ir::BinaryOp::Srem => match divisor {
+                        Some(d) if d > 0 && d.count_ones() == 1 => self.div_pow2(*op, x, d.trailing_zeros()),
+                        _ => self.checked_div(*op, x, y),
+                    },
                     _ => {
                         let ins = self.b.ins();
                         match op {
@@ -558,6 +562,41 @@ impl<'a, 'b> Translator<'a, 'b> {
             }
         }
         Ok(())
+    }
+
+    /// The constant an IR value is defined as, when it is an `iconst`.
+    fn iconst_of(&self, v: ir::Value) -> Option<i64> {
+        match self.irf.values.get(v)?.def {
+            ir::ValueDef::Result(i, 0) => match self.irf.insts[i].op {
+                ir::Op::Iconst(c) => Some(c),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// `sdiv`/`srem` by the constant 2^k (k < 63): shifts instead of a hardware division (which
+    /// Cranelift emits even for a constant divisor), with `sdiv`'s truncation toward zero — a
+    /// negative dividend is biased by 2^k - 1 before the arithmetic shift — and `srem` as
+    /// x - (x / 2^k)·2^k. Neither can fail: the divisor is neither 0 nor -1.
+    fn div_pow2(&mut self, op: ir::BinaryOp, x: cl::Value, k: u32) -> cl::Value {
+        if k == 0 {
+            return match op {
+                ir::BinaryOp::Sdiv => x,
+                _ => self.b.ins().iconst(types::I64, 0),
+            };
+        }
+        let sign = self.b.ins().sshr_imm_u(x, 63);
+        let bias = self.b.ins().ushr_imm_u(sign, i64::from(64 - k));
+        let biased = self.b.ins().iadd(x, bias);
+        let q = self.b.ins().sshr_imm_u(biased, i64::from(k));
+        match op {
+            ir::BinaryOp::Sdiv => q,
+            _ => {
+                let back = self.b.ins().ishl_imm_u(q, i64::from(k));
+                self.b.ins().isub(x, back)
+            }
+        }
     }
 
     /// `sdiv`/`srem` that fail cleanly on a zero divisor and wrap on `i64::MIN / -1`.

@@ -295,6 +295,48 @@ fn division_by_zero_is_a_clean_error_and_min_over_minus_one_wraps() {
     assert_eq!((ctx.trap, ctx.site), (Some((2, 7, 0)), ir::NO_SITE));
 }
 
+/// Division and remainder by constant powers of two (compiled as shifts, not `idiv`), and by
+/// constants that are not (compiled as division).
+const DIVISION_BY_CONSTANTS: &str = "\
+fn @by_constants(i64) -> (i64, i64, i64, i64, i64, i64, i64, i64, i64, i64) {
+b0(v0: i64):
+    v1 = iconst 1
+    v2 = iconst 2
+    v3 = iconst 8
+    v4 = iconst 4611686018427387904
+    v5 = iconst 6
+    v6 = sdiv v0, v1
+    v7 = srem v0, v1
+    v8 = sdiv v0, v2
+    v9 = srem v0, v2
+    v10 = sdiv v0, v3
+    v11 = srem v0, v3
+    v12 = sdiv v0, v4
+    v13 = srem v0, v4
+    v14 = sdiv v0, v5
+    v15 = srem v0, v5
+    return v6, v7, v8, v9, v10, v11, v12, v13, v14, v15
+}
+";
+
+#[test]
+fn division_by_constant_powers_of_two_truncates_toward_zero() {
+    let mut j = jit();
+    let (m, c) = compile(&mut j, DIVISION_BY_CONSTANTS);
+    let mut ctx = TestCtx::new(0);
+    let xs = [0, 1, -1, 7, -7, 8, -8, 9, -9, 15, -15, 1 << 40, -(1 << 40) - 3, i64::MAX, i64::MIN, i64::MIN + 1];
+    for x in xs {
+        let r = call(&m, &c, &mut ctx, "by_constants", &[Word::from_i64(x)]).unwrap();
+        let got: Vec<i64> = r.iter().map(|w| w.as_i64()).collect();
+        let mut want = Vec::new();
+        for d in [1i64, 2, 8, 1 << 62, 6] {
+            want.push(x.wrapping_div(d));
+            want.push(x.wrapping_rem(d));
+        }
+        assert_eq!(got, want, "x = {x}");
+    }
+}
+
 /// Two closures of type `Real -> Real` and an application switching over their tags.
 const CLOSURES: &str = "\
 tag t0 = @add_k env(f64)

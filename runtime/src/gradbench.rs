@@ -6,9 +6,10 @@
 //! A module's functions are prepared once, at `define` ([`Function::new`]: JIT-compiled, or run by
 //! the reference interpreter when they use a construct the compiler does not handle yet). An
 //! `evaluate` converts the JSON input into the function's arguments, guided by the parameters'
-//! types, calls it at least `min_runs` times and until the runs add up to `min_seconds`, and
-//! returns one `evaluate` timing per run (the calls only: no JSON decoding or encoding) and the
-//! last run's output. Nothing here panics on input: every failure is a `success: false`.
+//! types, and those into the engine's native buffers once ([`Function::bind`], reported as a
+//! `prepare` timing, as the C++ tools do), runs it at least `min_runs` times and until the runs add
+//! up to `min_seconds` ([`Function::call_bound`]), and returns one `evaluate` timing per run (the
+//! runs only: no JSON decoding or encoding, no marshalling) and the last run's output. Nothing here panics on input: every failure is a `success: false`.
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -193,19 +194,28 @@ impl Tool {
             let names: Vec<&str> = functions_of(module).iter().map(|s| s.function).collect();
             format!("module `{module}` has no function `{function}` (it has {})", names.join(", "))
         })?;
+        // Like the C++ tools' `prepare`: the input, once decoded, is converted into the
+        // engine's native buffers once, outside the runs, and reported as its own timing.
+        let prepare = Instant::now();
         let (args, min_runs, min_time) = arguments(spec, f.params(), input)?;
-        let mut timings = Vec::new();
+        f.bind(&args).map_err(|d| d.message)?;
+        drop(args);
+        let mut timings = vec![json!({ "name": "prepare", "nanoseconds": nanos(prepare.elapsed()) })];
+        let mut runs = 0;
         let mut total = Duration::ZERO;
-        let output = loop {
+        loop {
             let start = Instant::now();
-            let out = f.call(&args).map_err(|d| d.message)?;
+            f.call_bound().map_err(|d| d.message)?;
             let t = start.elapsed();
             total += t;
+            runs += 1;
             timings.push(json!({ "name": "evaluate", "nanoseconds": nanos(t) }));
-            if timings.len() as u64 >= min_runs && total >= min_time {
-                break out;
+            if runs >= min_runs && total >= min_time {
+                break;
             }
-        };
+        }
+        // The last run's result, read out of native memory (then encoded as JSON) after the runs.
+        let output = f.last_result().ok_or("internal: the last run left no result")?;
         let output = match spec.output_keys {
             Some(keys) => match &output {
                 Value::Tuple(vs) if vs.len() == keys.len() => {

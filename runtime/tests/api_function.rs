@@ -121,3 +121,58 @@ fn definitions_that_are_not_data_functions_are_refused() {
         assert!(Function::new(src, name).is_err(), "{name}");
     }
 }
+
+/// Arguments bound once and called many times (`bind`, `call_bound`, `last_result`), on both
+/// engines: every bound call gives what `call` gives (a gradient's reverse phase never writes
+/// into the bound input), a result that is one of the inputs outlives the runs, a failed run
+/// leaves no result, and a call with nothing bound is an error.
+#[test]
+fn bound_arguments_are_called_many_times() {
+    frontend::with_big_stack(|| {
+        let src = "def gradRows (m : Array (Array Real)) =
+  grad (fun (m : Array (Array Real)) -> sum (map (fun r -> dot r r) m)) m
+def same (m : Array (Array Real)) (k : Int) = (m, k)
+def at (xs : Array Real) (i : Int) = xs.[i]
+def nested (x : Real) = (grad (fun (c : Array (Array (Array Real))) -> sum (map (fun m -> sum (map (fun r -> dot r r) m)) c)) [[[x], [2.0]]]).[0].[0].[0]
+";
+        let m = array(vec![reals(&[1.0, -2.0]), reals(&[0.5])]);
+        let mut g = Function::new(src, "gradRows").unwrap();
+        assert_eq!(g.backend(), Backend::Compiled);
+        assert!(g.call_bound().unwrap_err().message.contains("no arguments are bound"));
+        assert!(g.last_result().is_none());
+        let expect = g.call(&[m.clone()]).unwrap().to_string();
+        g.bind(&[m.clone()]).unwrap();
+        assert!(g.last_result().is_none(), "a bind forgets the last result");
+        for _ in 0..3 {
+            g.call_bound().unwrap();
+            assert_eq!(g.last_result().unwrap().to_string(), expect);
+        }
+        assert_eq!(expect, "[[2.0, -4.0], [1.0]]");
+
+        // The result is the bound input itself: read after the runs, it is still the input.
+        let mut same = Function::new(src, "same").unwrap();
+        same.bind(&[m.clone(), Value::Int(7)]).unwrap();
+        same.call_bound().unwrap();
+        same.call_bound().unwrap();
+        assert_eq!(same.last_result().unwrap().to_string(), "([[1.0, -2.0], [0.5]], 7)");
+
+        // A run that fails leaves no result; binding other arguments makes the next run succeed.
+        let mut at = Function::new(src, "at").unwrap();
+        at.bind(&[reals(&[1.0, 2.0]), Value::Int(5)]).unwrap();
+        assert!(at.call_bound().unwrap_err().message.contains("out of bounds"));
+        assert!(at.last_result().is_none());
+        assert!(at.bind(&[reals(&[1.0]), Value::Real(0.0)]).is_err(), "checked like `call`");
+        at.bind(&[reals(&[1.0, 2.0]), Value::Int(1)]).unwrap();
+        at.call_bound().unwrap();
+        assert_eq!(at.last_result().unwrap().to_string(), "2.0");
+
+        // The interpreter's path keeps the bound values and the last result the same way.
+        let mut nested = Function::new(src, "nested").unwrap();
+        assert_eq!(nested.backend(), Backend::Interpreter);
+        assert!(nested.call_bound().is_err());
+        nested.bind(&[Value::Real(3.0)]).unwrap();
+        nested.call_bound().unwrap();
+        nested.call_bound().unwrap();
+        assert_eq!(nested.last_result().unwrap().to_string(), "6.0");
+    });
+}
