@@ -601,6 +601,8 @@ fn step_program(program: &MonoProgram, d: &Derivative, a: &Type, b: &Type) -> Re
     // `fast` and `total` share binders: copy one with fresh ones.
     let mut cx = ilc::Cx::new(program, d.next_local);
     let total = copy_fresh(&d.total, &FxHashMap::default(), &mut cx);
+    // The fast derivative's fold chains fused (`ilc::fuse`): no intermediate bag or map per update.
+    let fast = ilc::fuse(&d.fast, &mut cx);
     let mut next = cx.next_local();
     let mut fresh = || {
         next += 1;
@@ -608,12 +610,7 @@ fn step_program(program: &MonoProgram, d: &Derivative, a: &Type, b: &Type) -> Re
     };
     let mut defs = program.defs.clone();
     let fast_id = DefId(defs.len() as u32);
-    defs.push(MonoDef {
-        name: "incr.fast".into(),
-        source: program.def(f_id).source,
-        body: d.fast.clone(),
-        ty: d_ty.clone(),
-    });
+    defs.push(MonoDef { name: "incr.fast".into(), source: program.def(f_id).source, body: fast, ty: d_ty.clone() });
     let total_id = DefId(defs.len() as u32);
     defs.push(MonoDef { name: "incr.total".into(), source: program.def(f_id).source, body: total, ty: d_ty.clone() });
     let g =
