@@ -832,7 +832,13 @@ impl GroupDelta {
 
     /// The change's words (layout `Delta` of the input) made in `ctx`; `groups` are the canonical
     /// groups' records of the input's components; `buf` a reused buffer.
-    fn put(&self, ctx: &mut CallCtx, groups: &[Option<Word>], out: &mut Vec<Word>, buf: &mut Vec<u64>) -> Result<(), String> {
+    fn put(
+        &self,
+        ctx: &mut CallCtx,
+        groups: &[Option<Word>],
+        out: &mut Vec<Word>,
+        buf: &mut Vec<u64>,
+    ) -> Result<(), String> {
         let (comps, tuple): (&[Layout], bool) = match &self.layout {
             Layout::Tuple(ts) => (ts, true),
             l => (std::slice::from_ref(l), false),
@@ -907,7 +913,9 @@ fn path_words(l: &Layout, path: &[Key], leaf: Leaf, out: &mut Vec<u64>) -> Resul
         (Layout::Int, []) if leaf == Leaf::Int => Ok(()),
         (Layout::Real, []) if leaf == Leaf::Real => Ok(()),
         (Layout::Int | Layout::Real, []) => bad("the amount is of the other number type"),
-        (Layout::Bag(e), [k]) if leaf == Leaf::Int => put_key(e, k, out).or_else(|_| bad("an element of the wrong type")),
+        (Layout::Bag(e), [k]) if leaf == Leaf::Int => {
+            put_key(e, k, out).or_else(|_| bad("an element of the wrong type"))
+        }
         (Layout::Bag(_), [_]) => bad("a bag's multiplicity is an Int"),
         (Layout::Map(kl, vl), [k, rest @ ..]) => {
             put_key(kl, k, out).or_else(|_| bad("a key of the wrong type"))?;

@@ -117,7 +117,12 @@ impl Hand {
 /// `BATCH` changes and their inverses (document `d` loses a `from` and gains a `to`, and back),
 /// each built as a `GroupDelta` and applied, the time per change.
 #[inline(never)]
-fn changes_timed(driver: &mut Incremental, delta: &mut GroupDelta, (d, from, to): (i64, i64, i64), batches: usize) -> Vec<f64> {
+fn changes_timed(
+    driver: &mut Incremental,
+    delta: &mut GroupDelta,
+    (d, from, to): (i64, i64, i64),
+    batches: usize,
+) -> Vec<f64> {
     let mut times = Vec::with_capacity(batches);
     for _ in 0..batches {
         let t = Instant::now();
