@@ -126,6 +126,9 @@ pub struct Incremental {
     mult_bound: u64,
     /// This driver's number, which its [`GroupDelta`]s carry.
     id: u64,
+    /// Do the input and the output hold bags?
+    input_bags: bool,
+    output_bags: bool,
 }
 
 /// Numbers drivers (so a [`GroupDelta`] is applied only by the driver it was built for).
@@ -200,6 +203,7 @@ impl Incremental {
         let mut words = Vec::new();
         put(&mut state, &input_layout, input, &mut words, true, &mut Vec::new())
             .map_err(|m| Diagnostic::error(span, m))?;
+        let (input_bags, output_bags) = (holds_bags(&input_layout), holds_bags(&output_layout));
         let mut d = Incremental {
             machine,
             _globals: globals,
@@ -227,6 +231,8 @@ impl Incremental {
             delta_groups,
             mult_bound: 0,
             id: DRIVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            input_bags,
+            output_bags,
         };
         d.recompute_output()?;
         // SAFETY: the input's words are live in the state.
@@ -302,7 +308,13 @@ impl Incremental {
                 format!("{what} has no canonical group: give its changes as values (`update`)"),
             ));
         }
-        Ok(GroupDelta { driver: self.id, layout: self.input_layout.clone(), words: Vec::new(), ends: Vec::new() })
+        Ok(GroupDelta {
+            driver: self.id,
+            layout: self.input_layout.clone(),
+            words: Vec::new(),
+            ends: Vec::new(),
+            abs_sum: 0,
+        })
     }
 
     /// Applies a change built with [`Incremental::delta`]: as [`Incremental::update`] of the
@@ -431,7 +443,15 @@ impl Incremental {
         // Bag multiplicities are checked before anything is committed (all or nothing): at once
         // when the change's are small against the state's bound, else entry by entry.
         // SAFETY: the changes were made in the scratch context, not reset since; the state is live.
-        let change_bound = unsafe { bag_bound(&self.dinput_layout, dwords).max(bag_bound(&self.doutput_layout, dout)) };
+        let change_bound = unsafe {
+            let dout_bound = if self.output_bags { bag_bound(&self.doutput_layout, dout) } else { 0 };
+            match dinput {
+                ChangeIn::Delta(d) => d.abs_sum,
+                _ if !self.input_bags => 0,
+                _ => bag_bound(&self.dinput_layout, dwords),
+            }
+            .max(dout_bound)
+        };
         let fits = self.mult_bound.saturating_add(change_bound) <= i64::MAX as u64
             || unsafe {
                 commit_fits(&self.input_layout, &self.input, dwords)
@@ -794,12 +814,16 @@ pub struct GroupDelta {
     /// amount's word; entry `i` ends at `ends[i]`.
     words: Vec<u64>,
     ends: Vec<usize>,
+    /// The sum of the Int amounts' magnitudes: at least every multiplicity of the change.
+    abs_sum: u64,
 }
 
 impl GroupDelta {
     /// Adds `n` to the Int (or bag multiplicity) at `path`.
     pub fn add(&mut self, path: &[Key], n: i64) -> Result<(), String> {
-        self.push(path, Leaf::Int, n as u64)
+        self.push(path, Leaf::Int, n as u64)?;
+        self.abs_sum = self.abs_sum.saturating_add(n.unsigned_abs());
+        Ok(())
     }
 
     /// Adds `x` to the Real at `path`.
@@ -811,6 +835,7 @@ impl GroupDelta {
     pub fn clear(&mut self) {
         self.words.clear();
         self.ends.clear();
+        self.abs_sum = 0;
     }
 
     /// No entries?
