@@ -276,3 +276,37 @@ fn canonical_groups_zeros_and_nil_constants() {
         Bool: None | None | None
         Int -> Int: None | None | None"#]].assert_eq(&got.join("\n"));
 }
+
+/// The driver's fold fusion (`adjoint::incremental::fuse`, on the derivative after DCE): a chain
+/// of `foldMap'`/`foldBag'` over exact groups becomes one fold of the change whose function
+/// adds straight into the output's group (word count: each changed word is one `singletonMap w
+/// 1`), while Real groups and a user's group are left alone.
+#[test]
+fn fold_chains_fuse_into_one_fold_of_the_change() {
+    let fused = |src: &str| {
+        let m = mono(src, "f");
+        let d = derive_definition(&m, m.root()).unwrap();
+        let mut cx = adjoint::incremental::Cx::new(&m, d.next_local);
+        expr(&adjoint::incremental::fuse(&d.fast, &mut cx), Mode::Paper)
+    };
+    let histogram = "
+def mapReduce g1 g3 mapper reducer input =
+  let mapPerKey    = foldMap g1 bagGroup mapper in
+  let groupByKey   = foldBag (mapGroup bagGroup) (fun (k, v) -> singletonMap k (singleton v)) in
+  let reducePerKey = foldMap bagGroup (mapGroup g3) (fun k b -> singletonMap k (reducer k b)) in
+  reducePerKey (groupByKey (mapPerKey input))
+def f (input : Map Int (Bag Int)) : Map Int Int =
+  mapReduce bagGroup intGroup
+    (fun _ doc -> foldBag bagGroup (fun w -> singleton (w, 1)) doc)
+    (fun _ b -> foldBag intGroup (fun n -> n) b)
+    input";
+    expect!["λinput dinput. foldMap' bagGroup (mapGroup intGroup) (λk v. foldBag (mapGroup intGroup) (λx. singletonMap x 1) v) _ dinput"].assert_eq(&fused(histogram));
+    // foldBag over a bag made by foldBag: one fold.
+    expect!["λb db. foldBag' intGroup (λx. x * 2) _ db"].assert_eq(&fused(
+        "def f (b : Bag Int) : Int = foldBag intGroup (fun x -> x) (foldBag bagGroup (fun x -> singleton (x * 2)) b)",
+    ));
+    // Real sums would be reassociated: not fused.
+    expect!["λb db. foldBag' (mapGroup realGroup) (λ⟨k, v⟩. singletonMap k (toReal v)) _ (foldBag' bagGroup (λx. singleton ⟨x, x⟩) _ db)"].assert_eq(&fused(
+        "def f (b : Bag Int) : Map Int Real = foldBag (mapGroup realGroup) (fun (k, v) -> singletonMap k (toReal v)) (foldBag bagGroup (fun x -> singleton (x, x)) b)",
+    ));
+}

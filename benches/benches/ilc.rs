@@ -2,6 +2,9 @@
 //! words from a vocabulary of 1 000, kept current by the compiled driver
 //! (`runtime::api::Incremental`) under a change that replaces one word of one document, against
 //! compiled recomputation and against a hand-written Rust `FxHashMap` update of the same state.
+//! The timed update builds each change as a `GroupDelta` (entry by entry, straight into native
+//! collections) and applies it; `update_value_x2` gives the same change as a `Value` (what
+//! `nabla incr` parses a line into).
 //! Two more workloads of the paper's setting: `grand_total` (the sum of two bags of N distinct
 //! Ints, one element replaced) and an inventory (a group-by-key sum: N distinct stock movements
 //! over 1 000 items into `Map Int Int`, one movement replaced).
@@ -19,7 +22,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use runtime::api::Incremental;
+use runtime::api::{GroupDelta, Incremental};
 use runtime::value::{Bag, Change, Group, Key, MapV, Value};
 use rustc_hash::FxHashMap;
 
@@ -60,6 +63,14 @@ fn change(d: usize, from: i64, to: i64) -> Value {
     let mut m = MapV::default();
     m.entries.insert(Key::Int(d as i64), bag_of([(Key::Int(from), -1), (Key::Int(to), 1)]));
     gchange(Group::Map(Rc::new(Group::Bag)), Value::Map(Rc::new(m)))
+}
+
+/// Document `d` loses one `from` and gains one `to`: the change built as a `GroupDelta`, applied.
+fn replace_word(driver: &mut Incremental, delta: &mut GroupDelta, d: i64, from: i64, to: i64) {
+    delta.clear();
+    delta.add(&[Key::Int(d), Key::Int(from)], -1).expect("a path of the input");
+    delta.add(&[Key::Int(d), Key::Int(to)], 1).expect("a path of the input");
+    driver.update_delta(delta).expect("update");
 }
 
 /// The same state by hand: documents as word counts, and the histogram.
@@ -147,8 +158,19 @@ fn histogram(c: &mut Criterion) {
         let group = format!("ilc_histogram/{docs}");
         let mut g = c.benchmark_group(&group);
         g.sample_size(10);
-        // Two updates per iteration (there and back), so the state stays the same.
+        // Two updates per iteration (there and back), so the state stays the same; each change is
+        // built from the document and the two words, as the hand-written update is given them.
+        let mut delta = driver.delta().expect("the input has a canonical group");
+        let d = d as i64;
         g.bench_function("update_x2", |b| {
+            b.iter(|| {
+                for (from, to) in [(from, to), (to, from)] {
+                    replace_word(&mut driver, &mut delta, black_box(d), from, to);
+                }
+            })
+        });
+        assert_eq!(driver.output().to_string(), printed(&hand.hist), "the update by GroupDelta differs");
+        g.bench_function("update_value_x2", |b| {
             b.iter(|| {
                 driver.update(black_box(&there)).expect("update");
                 driver.update(black_box(&back)).expect("update");
@@ -171,8 +193,8 @@ fn histogram(c: &mut Criterion) {
         }
         g.bench_function("rust_x2", |b| {
             b.iter(|| {
-                hand.update(black_box(d as i64), from, to);
-                hand.update(black_box(d as i64), to, from);
+                hand.update(black_box(d), from, to);
+                hand.update(black_box(d), to, from);
             })
         });
         g.finish();
@@ -181,18 +203,25 @@ fn histogram(c: &mut Criterion) {
 
 /// The two smaller workloads: a program, its input of `n` elements, a change and its inverse,
 /// and a hand-written update of the same state.
-/// One workload's group: the change and its inverse through the driver (`update_x2`), compiled
-/// recomputation, and `rust_x2`, the hand-written update and its inverse.
+/// One workload's group: the change and its inverse through the driver, built as `GroupDelta`s
+/// (`update_x2`, by `delta_x2`) and as values (`update_value_x2`), compiled recomputation, and
+/// `rust_x2`, the hand-written update and its inverse.
 fn bench_pair(
     c: &mut Criterion,
     name: &str,
     driver: &mut Incremental,
     (there, back): (&Value, &Value),
+    mut delta_x2: impl FnMut(&mut Incremental, &mut GroupDelta),
     mut rust_x2: impl FnMut(),
 ) {
     let mut g = c.benchmark_group(name);
     g.sample_size(10);
-    g.bench_function("update_x2", |b| {
+    let before = driver.output().to_string();
+    let mut delta = driver.delta().expect("the input has a canonical group");
+    delta_x2(driver, &mut delta);
+    assert_eq!(driver.output().to_string(), before, "a change and its inverse by GroupDelta");
+    g.bench_function("update_x2", |b| b.iter(|| delta_x2(driver, &mut delta)));
+    g.bench_function("update_value_x2", |b| {
         b.iter(|| {
             driver.update(black_box(there)).expect("update");
             driver.update(black_box(back)).expect("update");
@@ -244,7 +273,15 @@ def stock (moves : Bag (Int * Int)) : Map Int Int =
         assert_eq!(driver.output().to_string(), hand.2.to_string());
         driver.update(&back).expect("update");
         hand_update(&mut hand, to, from);
-        bench_pair(c, &format!("ilc_grand_total/{n}"), &mut driver, (&there, &back), || {
+        let swap_delta = |driver: &mut Incremental, delta: &mut GroupDelta| {
+            for (a, b) in [(from, to), (to, from)] {
+                delta.clear();
+                delta.add(&[Key::Int(0), Key::Int(black_box(a))], -1).expect("a path of the input");
+                delta.add(&[Key::Int(0), Key::Int(b)], 1).expect("a path of the input");
+                driver.update_delta(delta).expect("update");
+            }
+        };
+        bench_pair(c, &format!("ilc_grand_total/{n}"), &mut driver, (&there, &back), swap_delta, || {
             hand_update(black_box(&mut hand), from, to);
             hand_update(black_box(&mut hand), to, from);
         });
@@ -273,7 +310,15 @@ def stock (moves : Bag (Int * Int)) : Map Int Int =
         assert_eq!(driver.output().to_string(), printed(&stock));
         driver.update(&back).expect("update");
         stock_update(&mut stock, new, old);
-        bench_pair(c, &format!("ilc_inventory/{n}"), &mut driver, (&there, &back), || {
+        let replace_delta = |driver: &mut Incremental, delta: &mut GroupDelta| {
+            for (a, b) in [(old, new), (new, old)] {
+                delta.clear();
+                delta.add(&[pair(black_box(a))], -1).expect("a path of the input");
+                delta.add(&[pair(b)], 1).expect("a path of the input");
+                driver.update_delta(delta).expect("update");
+            }
+        };
+        bench_pair(c, &format!("ilc_inventory/{n}"), &mut driver, (&there, &back), replace_delta, || {
             stock_update(black_box(&mut stock), old, new);
             stock_update(black_box(&mut stock), new, old);
         });

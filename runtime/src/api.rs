@@ -70,7 +70,7 @@ use crate::native::{CallCtx, DEFAULT_ARENA_LIMIT};
 use crate::value::Value;
 
 mod function;
-pub use crate::driver::{Incremental, StateSize, Step};
+pub use crate::driver::{GroupDelta, Incremental, StateSize, Step};
 pub use function::{Backend, Function};
 
 /// Stack compiled code may use below the caller of [`Compiled::call`]: closures nested deeper (only

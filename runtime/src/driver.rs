@@ -118,7 +118,21 @@ pub struct Incremental {
     key_buf: Vec<u64>,
     /// Updates per kind of step: fast, total, recomputed.
     counts: [usize; 3],
+    /// The records of the canonical group of each component of the input (tuples
+    /// componentwise), in `_globals`, for [`GroupDelta`]s; `None` where a component has none.
+    delta_groups: Vec<Option<Word>>,
+    /// At least the magnitude of every bag multiplicity in the state (input and output): a
+    /// change whose multiplicities are at most `i64::MAX - mult_bound` cannot overflow any.
+    mult_bound: u64,
+    /// This driver's number, which its [`GroupDelta`]s carry.
+    id: u64,
+    /// Do the input and the output hold bags?
+    input_bags: bool,
+    output_bags: bool,
 }
+
+/// Numbers drivers (so a [`GroupDelta`] is applied only by the driver it was built for).
+static DRIVERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Incremental {
     /// Compiles the root definition of `program` (`f : A -> B`) with its derivative and starts
@@ -177,6 +191,10 @@ impl Incremental {
             _ => return Err(Diagnostic::error(span, "internal: the step is not a closure")),
         };
         let input_layout = Layout::of(&input_ty);
+        let delta_groups = components(&input_layout)
+            .into_iter()
+            .map(|l| canonical_group(l).and_then(|g| put_group(&mut globals, l, &g).ok()))
+            .collect();
         let output_layout = Layout::of(&output_ty);
         let dlayout = Layout::of(&Type::delta(&input_ty));
         let n_args = 2 + input_layout.words() + dlayout.words() + 1;
@@ -185,6 +203,7 @@ impl Incremental {
         let mut words = Vec::new();
         put(&mut state, &input_layout, input, &mut words, true, &mut Vec::new())
             .map_err(|m| Diagnostic::error(span, m))?;
+        let (input_bags, output_bags) = (holds_bags(&input_layout), holds_bags(&output_layout));
         let mut d = Incremental {
             machine,
             _globals: globals,
@@ -209,8 +228,15 @@ impl Incremental {
             spare_change: Vec::new(),
             key_buf: Vec::new(),
             counts: [0; 3],
+            delta_groups,
+            mult_bound: 0,
+            id: DRIVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            input_bags,
+            output_bags,
         };
         d.recompute_output()?;
+        // SAFETY: the input's words are live in the state.
+        d.mult_bound = d.mult_bound.max(unsafe { bag_bound(&d.input_layout, &d.input) });
         d.garbage = Garbage::default();
         Ok(d)
     }
@@ -264,7 +290,41 @@ impl Incremental {
 
     /// Applies one input change: all or nothing.
     pub fn update(&mut self, dinput: &Value) -> Result<Step, Diagnostic> {
-        self.update_inner(dinput)
+        self.update_inner(ChangeIn::Value(dinput))
+    }
+
+    /// An empty change in the canonical group of the input (tuples componentwise), to fill with
+    /// [`GroupDelta::add`] and apply with [`Incremental::update_delta`]: the change is written
+    /// into native collections directly, without a `Value`. An error if a component of the input
+    /// has no canonical group (arrays, `Bool`, `Unit`, tuples of more than two inside maps).
+    pub fn delta(&self) -> Result<GroupDelta, Diagnostic> {
+        if let Some(i) = self.delta_groups.iter().position(Option::is_none) {
+            let what = match &self.input_ty {
+                Type::Tuple(ts) if ts.len() > 1 => format!("component {} of the input ({})", i + 1, ts[i]),
+                t => format!("the input type {t}"),
+            };
+            return Err(Diagnostic::error(
+                Span::SYNTHETIC,
+                format!("{what} has no canonical group: give its changes as values (`update`)"),
+            ));
+        }
+        Ok(GroupDelta {
+            driver: self.id,
+            layout: self.input_layout.clone(),
+            words: Vec::new(),
+            ends: Vec::new(),
+            abs_sum: 0,
+        })
+    }
+
+    /// Applies a change built with [`Incremental::delta`]: as [`Incremental::update`] of the
+    /// same change as a value (`gchange` in the canonical group of each component), all or
+    /// nothing.
+    pub fn update_delta(&mut self, delta: &GroupDelta) -> Result<Step, Diagnostic> {
+        if delta.driver != self.id {
+            return Err(Diagnostic::error(Span::SYNTHETIC, "a change built for another driver's input type"));
+        }
+        self.update_inner(ChangeIn::Delta(delta))
     }
 
     /// Empties the working scratch context for the next call. Updates are small: the tables of
@@ -324,9 +384,11 @@ impl Incremental {
         v
     }
 
-    fn update_inner(&mut self, dinput: &Value) -> Result<Step, Diagnostic> {
-        if user_group_change(dinput) {
-            return self.update_by_value(dinput);
+    fn update_inner(&mut self, dinput: ChangeIn) -> Result<Step, Diagnostic> {
+        if let ChangeIn::Value(v) = dinput {
+            if user_group_change(v) {
+                return self.update_by_value(v);
+            }
         }
         let mut dwords = std::mem::take(&mut self.dwords);
         let mut dout = std::mem::take(&mut self.spare_change);
@@ -337,18 +399,21 @@ impl Incremental {
     }
 
     /// Puts `dinput` into the working scratch context (its words into `dwords`).
-    fn put_change(&mut self, dinput: &Value, dwords: &mut Vec<Word>) -> Result<(), Diagnostic> {
+    fn put_change(&mut self, dinput: ChangeIn, dwords: &mut Vec<Word>) -> Result<(), Diagnostic> {
         dwords.clear();
         let w = self.work;
-        put(&mut self.scratch[w], &self.dinput_layout, dinput, dwords, false, &mut self.key_buf)
-            .map_err(|m| Diagnostic::error(self.machine_span(), m))
+        match dinput {
+            ChangeIn::Value(v) => put(&mut self.scratch[w], &self.dinput_layout, v, dwords, false, &mut self.key_buf),
+            ChangeIn::Delta(d) => d.put(&mut self.scratch[w], &self.delta_groups, dwords, &mut self.key_buf),
+        }
+        .map_err(|m| Diagnostic::error(self.machine_span(), m))
     }
 
     /// [`Incremental::update`] with buffers for the change's words and the output change's (the
     /// latter given back as the spare of the previous last change).
     fn update_words(
         &mut self,
-        dinput: &Value,
+        dinput: ChangeIn,
         dwords: &mut Vec<Word>,
         dout: &mut Vec<Word>,
     ) -> Result<Step, Diagnostic> {
@@ -357,7 +422,7 @@ impl Incremental {
         self.put_change(dinput, dwords)?;
         let w = self.work;
         // A change that replaces the whole input: recomputation gives exactly f's value there.
-        let step = if all_replace(dinput) {
+        let step = if matches!(dinput, ChangeIn::Value(v) if all_replace(v)) {
             self.call_rets(2, Some(dwords))?;
             Step::Recomputed
         } else {
@@ -375,15 +440,29 @@ impl Incremental {
         };
         dout.clear();
         dout.extend_from_slice(&self.rets);
-        // Bag multiplicities are checked before anything is committed (all or nothing).
+        // Bag multiplicities are checked before anything is committed (all or nothing): at once
+        // when the change's are small against the state's bound, else entry by entry.
         // SAFETY: the changes were made in the scratch context, not reset since; the state is live.
-        let fits = unsafe {
-            commit_fits(&self.input_layout, &self.input, &dwords)
-                && (user_group_in(&self.output_layout, &dout) || commit_fits(&self.output_layout, &self.output, &dout))
+        let change_bound = unsafe {
+            let dout_bound = if self.output_bags { bag_bound(&self.doutput_layout, dout) } else { 0 };
+            match dinput {
+                ChangeIn::Delta(d) => d.abs_sum,
+                _ if !self.input_bags => 0,
+                _ => bag_bound(&self.dinput_layout, dwords),
+            }
+            .max(dout_bound)
         };
+        let fits = self.mult_bound.saturating_add(change_bound) <= i64::MAX as u64
+            || unsafe {
+                commit_fits(&self.input_layout, &self.input, dwords)
+                    && (user_group_in(&self.output_layout, dout)
+                        || commit_fits(&self.output_layout, &self.output, dout))
+            };
         if !fits {
             return Err(crate::value::BagOverflow.at(span));
         }
+        // Every multiplicity the commit makes is an old one plus the change's (or the change's).
+        self.mult_bound = self.mult_bound.saturating_add(change_bound);
         // The output change stays in this scratch context (the next call runs in the other one)
         // unless it refers to a state collection the commit is about to change: then it is
         // marshalled now.
@@ -474,6 +553,8 @@ impl Incremental {
         let old_input = std::mem::replace(&mut self.input, words);
         // SAFETY: the old input's words are live in the state.
         unsafe { census(&self.input_layout, &old_input, &mut self.garbage) };
+        // SAFETY: the new input's words are live in the state.
+        self.mult_bound = self.mult_bound.max(unsafe { bag_bound(&self.input_layout, &self.input) });
         let old_output = self.output();
         if let Err(e) = self.recompute_output() {
             self.input = old_input;
@@ -512,6 +593,8 @@ impl Incremental {
                 unsafe { census(&self.output_layout, &self.output, &mut self.garbage) };
             }
             self.output = out;
+            // SAFETY: the new output's words are live in the state.
+            self.mult_bound = self.mult_bound.max(unsafe { bag_bound(&self.output_layout, &self.output) });
         }
         // As in `recompute`.
         self.scratch[self.work].reset_and_drop_spares();
@@ -601,6 +684,8 @@ fn step_program(program: &MonoProgram, d: &Derivative, a: &Type, b: &Type) -> Re
     // `fast` and `total` share binders: copy one with fresh ones.
     let mut cx = ilc::Cx::new(program, d.next_local);
     let total = copy_fresh(&d.total, &FxHashMap::default(), &mut cx);
+    // The fast derivative's fold chains fused (`ilc::fuse`): no intermediate bag or map per update.
+    let fast = ilc::fuse(&d.fast, &mut cx);
     let mut next = cx.next_local();
     let mut fresh = || {
         next += 1;
@@ -608,12 +693,7 @@ fn step_program(program: &MonoProgram, d: &Derivative, a: &Type, b: &Type) -> Re
     };
     let mut defs = program.defs.clone();
     let fast_id = DefId(defs.len() as u32);
-    defs.push(MonoDef {
-        name: "incr.fast".into(),
-        source: program.def(f_id).source,
-        body: d.fast.clone(),
-        ty: d_ty.clone(),
-    });
+    defs.push(MonoDef { name: "incr.fast".into(), source: program.def(f_id).source, body: fast, ty: d_ty.clone() });
     let total_id = DefId(defs.len() as u32);
     defs.push(MonoDef { name: "incr.total".into(), source: program.def(f_id).source, body: total, ty: d_ty.clone() });
     let g =
@@ -706,6 +786,221 @@ fn delta_layout(l: &Layout) -> Layout {
         Layout::Tuple(ts) => Layout::Tuple(ts.iter().map(delta_layout).collect()),
         l => Layout::Delta(Box::new(l.clone())),
     }
+}
+
+// ---- Changes without values ----------------------------------------------------------------------
+
+/// An input change given to an update: a value, or a [`GroupDelta`].
+#[derive(Clone, Copy)]
+enum ChangeIn<'a> {
+    Value(&'a Value),
+    Delta(&'a GroupDelta),
+}
+
+/// A change in the canonical group of a driver's input (`intGroup`, `realGroup`, `bagGroup`,
+/// `mapGroup` and `pairGroup` of those; tuples of the input componentwise), built entry by entry
+/// without a `Value` ([`Incremental::delta`]) and applied by [`Incremental::update_delta`].
+///
+/// An entry is a path to a number of the input and an amount added to it: the key of each map
+/// on the way, the component (`Key::Int(i)`, from 0) of each tuple, and for a bag the element,
+/// whose multiplicity changes. For `Map Int (Bag Int)`, `add(&[Key::Int(3), Key::Int(7)], -1)`
+/// removes one 7 from the bag at 3. Each path is checked against the input type when added.
+#[derive(Clone, Debug)]
+pub struct GroupDelta {
+    /// The driver it was made by ([`Incremental::delta`]), whose input's layout is `layout`.
+    driver: u64,
+    layout: Layout,
+    /// The entries' words: each path's key words (a tuple's component as one word), then the
+    /// amount's word; entry `i` ends at `ends[i]`.
+    words: Vec<u64>,
+    ends: Vec<usize>,
+    /// The sum of the Int amounts' magnitudes: at least every multiplicity of the change.
+    abs_sum: u64,
+}
+
+impl GroupDelta {
+    /// Adds `n` to the Int (or bag multiplicity) at `path`.
+    pub fn add(&mut self, path: &[Key], n: i64) -> Result<(), String> {
+        self.push(path, Leaf::Int, n as u64)?;
+        self.abs_sum = self.abs_sum.saturating_add(n.unsigned_abs());
+        Ok(())
+    }
+
+    /// Adds `x` to the Real at `path`.
+    pub fn add_real(&mut self, path: &[Key], x: f64) -> Result<(), String> {
+        self.push(path, Leaf::Real, x.to_bits())
+    }
+
+    /// Removes every entry (the change becomes nil), keeping the buffers.
+    pub fn clear(&mut self) {
+        self.words.clear();
+        self.ends.clear();
+        self.abs_sum = 0;
+    }
+
+    /// No entries?
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    fn push(&mut self, path: &[Key], leaf: Leaf, amount: u64) -> Result<(), String> {
+        let start = self.words.len();
+        let r = path_words(&self.layout, path, leaf, &mut self.words);
+        if let Err(e) = r {
+            self.words.truncate(start);
+            return Err(e);
+        }
+        self.words.push(amount);
+        self.ends.push(self.words.len());
+        Ok(())
+    }
+
+    /// The change's words (layout `Delta` of the input) made in `ctx`; `groups` are the canonical
+    /// groups' records of the input's components; `buf` a reused buffer.
+    fn put(
+        &self,
+        ctx: &mut CallCtx,
+        groups: &[Option<Word>],
+        out: &mut Vec<Word>,
+        buf: &mut Vec<u64>,
+    ) -> Result<(), String> {
+        let (comps, tuple): (&[Layout], bool) = match &self.layout {
+            Layout::Tuple(ts) => (ts, true),
+            l => (std::slice::from_ref(l), false),
+        };
+        for (c, (l, g)) in comps.iter().zip(groups).enumerate() {
+            // The record `[group, data words…]`, built in `buf`.
+            buf.clear();
+            buf.push(g.ok_or("internal: no canonical group")?.0);
+            buf.resize(1 + l.words(), 0);
+            zero_into(ctx, l, &mut buf[1..]);
+            let mut start = 0;
+            for &end in &self.ends {
+                let e = &self.words[start..end];
+                start = end;
+                let e = match (tuple, e) {
+                    (false, e) => e,
+                    (true, [i, e @ ..]) if *i as usize == c => e,
+                    _ => continue,
+                };
+                // SAFETY: `buf[1..]` holds words of `l` made in `ctx` just now.
+                unsafe { add_into(ctx, l, &mut buf[1..], e)? };
+            }
+            out.push(Word::from_i64(1));
+            out.push(ctx.record(as_words(buf)).map_err(|e| e.to_string())?);
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Leaf {
+    Int,
+    Real,
+}
+
+/// The top-level components of a layout (a change of a tuple is a tuple of changes).
+fn components(l: &Layout) -> Vec<&Layout> {
+    match l {
+        Layout::Tuple(ts) => ts.iter().collect(),
+        l => vec![l],
+    }
+}
+
+/// The canonical group of a layout, if it has one (docs/language.md §6).
+fn canonical_group(l: &Layout) -> Option<Group> {
+    use std::rc::Rc;
+    Some(match l {
+        Layout::Int => Group::Int,
+        Layout::Real => Group::Real,
+        Layout::Bag(_) => Group::Bag,
+        Layout::Map(_, v) => Group::Map(Rc::new(canonical_group(v)?)),
+        Layout::Tuple(ts) if ts.len() == 2 => {
+            Group::Pair(Rc::new(canonical_group(&ts[0])?), Rc::new(canonical_group(&ts[1])?))
+        }
+        _ => return None,
+    })
+}
+
+/// Checks `path` against layout `l` (top-level tuples by component) and writes its words.
+fn path_words(l: &Layout, path: &[Key], leaf: Leaf, out: &mut Vec<u64>) -> Result<(), String> {
+    let bad = |what: &str| Err(format!("a change path does not fit the input: {what}"));
+    match (l, path) {
+        // The common case first: an Int key.
+        (Layout::Map(kl, vl), [Key::Int(k), rest @ ..]) if **kl == Layout::Int => {
+            out.push(*k as u64);
+            path_words(vl, rest, leaf, out)
+        }
+        (Layout::Bag(e), [Key::Int(k)]) if **e == Layout::Int && leaf == Leaf::Int => {
+            out.push(*k as u64);
+            Ok(())
+        }
+        (Layout::Int, []) if leaf == Leaf::Int => Ok(()),
+        (Layout::Real, []) if leaf == Leaf::Real => Ok(()),
+        (Layout::Int | Layout::Real, []) => bad("the amount is of the other number type"),
+        (Layout::Bag(e), [k]) if leaf == Leaf::Int => {
+            put_key(e, k, out).or_else(|_| bad("an element of the wrong type"))
+        }
+        (Layout::Bag(_), [_]) => bad("a bag's multiplicity is an Int"),
+        (Layout::Map(kl, vl), [k, rest @ ..]) => {
+            put_key(kl, k, out).or_else(|_| bad("a key of the wrong type"))?;
+            path_words(vl, rest, leaf, out)
+        }
+        (Layout::Tuple(ts), [Key::Int(i), rest @ ..]) if (*i as usize) < ts.len() && *i >= 0 => {
+            out.push(*i as u64);
+            path_words(&ts[*i as usize], rest, leaf, out)
+        }
+        (Layout::Tuple(_), _) => bad("a tuple's component is chosen by `Key::Int(i)`, from 0"),
+        _ => bad("too many or too few keys, or a type without a group"),
+    }
+}
+
+/// Writes the zero of layout `l` into `slot` (fresh collections in `ctx`).
+fn zero_into(ctx: &mut CallCtx, l: &Layout, slot: &mut [u64]) {
+    match l {
+        Layout::Bag(e) => slot[0] = ctx.fresh_bag(e.words()) as u64,
+        Layout::Map(k, v) => slot[0] = ctx.fresh_map(k.words(), v.words()) as u64,
+        Layout::Tuple(ts) => {
+            let mut i = 0;
+            for t in ts {
+                let n = t.words();
+                zero_into(ctx, t, &mut slot[i..i + n]);
+                i += n;
+            }
+        }
+        _ => slot.iter_mut().for_each(|w| *w = 0),
+    }
+}
+
+/// `slot ⊕ {entry}` in place: `e` is an entry's words below `slot`'s layout `l` (`path_words`).
+///
+/// # Safety
+/// `slot` holds words of layout `l` whose collections `ctx` made for this change.
+unsafe fn add_into(ctx: &mut CallCtx, l: &Layout, slot: &mut [u64], e: &[u64]) -> Result<(), String> {
+    match l {
+        Layout::Int => slot[0] = (slot[0] as i64).wrapping_add(e[0] as i64) as u64,
+        Layout::Real => slot[0] = (f64::from_bits(slot[0]) + f64::from_bits(e[0])).to_bits(),
+        Layout::Bag(k) => {
+            let n = k.words();
+            (*(slot[0] as *mut NBag)).insert(&e[..n], e[n] as i64).map_err(|e| e.to_string())?
+        }
+        Layout::Map(k, v) => {
+            let n = k.words();
+            let (s, new) = (*(slot[0] as *mut NMap)).slot(&e[..n]).map_err(|e| e.to_string())?;
+            let s: *mut [u64] = s;
+            if new {
+                zero_into(ctx, v, &mut *s);
+            }
+            add_into(ctx, v, &mut *s, &e[n..])?
+        }
+        Layout::Tuple(ts) => {
+            let c = e[0] as usize;
+            let off: usize = ts[..c].iter().map(Layout::words).sum();
+            add_into(ctx, &ts[c], &mut slot[off..off + ts[c].words()], &e[1..])?
+        }
+        _ => return Err("internal: a change entry below a type without a group".into()),
+    }
+    Ok(())
 }
 
 // ---- Values into a context ---------------------------------------------------------------------
@@ -1113,12 +1408,63 @@ fn has_arrays(l: &Layout) -> bool {
     }
 }
 
+/// The largest magnitude of a bag multiplicity in `words` (a value or change of layout `l`; 0
+/// without bags).
+///
+/// # Safety
+/// `words` must be live words of layout `l`.
+unsafe fn bag_bound(l: &Layout, words: &[Word]) -> u64 {
+    unsafe fn go(l: &Layout, ws: &[Word], i: &mut usize) -> u64 {
+        match l {
+            Layout::Tuple(ts) => ts.iter().map(|t| go(t, ws, i)).max().unwrap_or(0),
+            Layout::Bag(_) => {
+                let b = native::bag_ref(ws[*i]);
+                *i += 1;
+                b.entries().map(|(_, m)| m.unsigned_abs()).max().unwrap_or(0)
+            }
+            Layout::Map(_, vl) => {
+                let w = ws[*i];
+                *i += 1;
+                if !holds_bags(vl) {
+                    return 0;
+                }
+                native::map_ref(w).entries().map(|(_, v)| go(vl, as_words(v), &mut 0)).max().unwrap_or(0)
+            }
+            Layout::Array(e) => {
+                let w = ws[*i];
+                *i += 1;
+                let n = e.words();
+                if n == 0 || !holds_bags(e) {
+                    return 0;
+                }
+                let (len, elems) = native::read_array(w, n);
+                let mut j = 0;
+                (0..len).map(|_| go(e, &elems, &mut j)).max().unwrap_or(0)
+            }
+            Layout::Delta(t) => {
+                let (kind, p) = (ws[*i].as_i64(), ws[*i + 1].as_ptr::<u64>());
+                *i += 2;
+                if !holds_bags(t) {
+                    return 0;
+                }
+                let skip = usize::from(kind != 0);
+                go(t, as_words(std::slice::from_raw_parts(p.add(skip), t.words())), &mut 0)
+            }
+            l => {
+                *i += l.words();
+                0
+            }
+        }
+    }
+    go(l, words, &mut 0)
+}
+
 /// Does a value of layout `l` contain bags (whose multiplicities a commit could overflow)?
 fn holds_bags(l: &Layout) -> bool {
     match l {
         Layout::Bag(_) => true,
         Layout::Tuple(ts) => ts.iter().any(holds_bags),
-        Layout::Map(_, v) => holds_bags(v),
+        Layout::Map(_, v) | Layout::Array(v) | Layout::Delta(v) => holds_bags(v),
         _ => false,
     }
 }

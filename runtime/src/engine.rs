@@ -213,6 +213,7 @@ impl Layout {
     }
 
     /// How many words a value of this layout takes (`ir::layout::flatten`).
+    #[inline]
     pub fn words(&self) -> usize {
         match self {
             Layout::Int | Layout::Real | Layout::Bool => 1,

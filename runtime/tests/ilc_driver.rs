@@ -145,3 +145,96 @@ fn the_last_change_survives_a_failing_update_and_refers_to_no_updated_state() {
     assert!(s.update(&change(&s, "gchange bagGroup bag{0}")).is_err());
     assert_eq!(s.last_change().map(|c| c.to_string()).as_deref(), Some("gchange map{4 -> 25}"));
 }
+
+/// A change built entry by entry (`GroupDelta`, no `Value`) does what the same change as a value
+/// does: same output, same last change, same input; paths are checked against the input's type;
+/// a failing one leaves the state as it was.
+#[test]
+fn group_deltas_agree_with_the_same_changes_as_values() {
+    use runtime::value::Key;
+    let int = |n: i64| Key::Int(n);
+    let src = "\
+def histogram (input : Map Int (Bag Int)) : Map Int Int =
+  foldMap bagGroup (mapGroup intGroup) (fun _ doc -> foldBag (mapGroup intGroup) (fun w -> singletonMap w 1) doc) input
+def total (p : Bag Int * Map Int Real) : Real =
+  let (b, m) = p in toReal (foldBag intGroup (fun x -> x) b) + foldMap realGroup realGroup (fun k v -> v) m
+def nested (m : Map Int (Map Int Int * Bag Int)) : Map Int Int =
+  foldMap (pairGroup (mapGroup intGroup) bagGroup) (mapGroup intGroup) (fun k p -> let (a, b) = p in foldMap intGroup (mapGroup intGroup) (fun j n -> singletonMap j (n * 2)) a) m
+def arrays (xs : Array Int) : Int = len xs
+";
+    type Entry = (Vec<Key>, Result<i64, f64>);
+    let cases: Vec<(&str, &str, Vec<Entry>, &str)> = vec![
+        (
+            "histogram",
+            "map{1 -> bag{1, 2}, 2 -> bag{2, 3 # 2}}",
+            vec![(vec![int(1), int(2)], Ok(-1)), (vec![int(1), int(5)], Ok(1)), (vec![int(3), int(5)], Ok(2)), (vec![int(2), int(3)], Ok(-2))],
+            "gchange (mapGroup bagGroup) map{1 -> bag{2 # -1, 5}, 2 -> bag{3 # -2}, 3 -> bag{5 # 2}}",
+        ),
+        (
+            "total",
+            "(bag{1, 2}, map{1 -> 0.5})",
+            vec![(vec![int(0), int(7)], Ok(3)), (vec![int(1), int(1)], Err(0.25)), (vec![int(1), int(4)], Err(2.0)), (vec![int(0), int(1)], Ok(-1))],
+            "(gchange bagGroup bag{1 # -1, 7 # 3}, gchange (mapGroup realGroup) map{1 -> 0.25, 4 -> 2.0})",
+        ),
+        (
+            "nested",
+            "map{1 -> (map{1 -> 1}, bag{})}",
+            vec![(vec![int(1), int(0), int(1)], Ok(2)), (vec![int(2), int(1), int(9)], Ok(1)), (vec![int(2), int(0), int(3)], Ok(-4))],
+            "gchange (mapGroup (pairGroup (mapGroup intGroup) bagGroup)) map{1 -> (map{1 -> 2}, bag{}), 2 -> (map{3 -> -4}, bag{9})}",
+        ),
+    ];
+    for (def, input, entries, as_value) in cases {
+        let mut by_delta = driver(src, def, input);
+        let mut by_value = driver(src, def, input);
+        let mut delta = by_delta.delta().expect("a canonical group");
+        for (path, amount) in &entries {
+            match amount {
+                Ok(n) => delta.add(path, *n),
+                Err(x) => delta.add_real(path, *x),
+            }
+            .unwrap_or_else(|e| panic!("{def}: {path:?}: {e}"));
+        }
+        let step = by_delta.update_delta(&delta).expect("applies");
+        assert_eq!(step, by_value.update(&change(&by_value, as_value)).expect("applies"), "{def}");
+        assert_eq!(by_delta.output().to_string(), by_value.output().to_string(), "{def}: output");
+        assert_eq!(by_delta.input().to_string(), by_value.input().to_string(), "{def}: input");
+        assert_eq!(
+            by_delta.last_change().map(|c| c.to_string()),
+            by_value.last_change().map(|c| c.to_string()),
+            "{def}: last change"
+        );
+        assert_eq!(by_delta.output().to_string(), by_delta.recompute().expect("recomputes").to_string(), "{def}");
+        // Applied again and cleared (a nil change): still in step with recomputation.
+        by_delta.update_delta(&delta).expect("applies");
+        delta.clear();
+        by_delta.update_delta(&delta).expect("a nil change");
+        assert_eq!(by_delta.output().to_string(), by_delta.recompute().expect("recomputes").to_string(), "{def}");
+    }
+    let mut h = driver(src, "histogram", "map{1 -> bag{1}}");
+    let mut delta = h.delta().expect("a canonical group");
+    // Paths that do not fit the input's type are refused when added.
+    for (path, amount) in [
+        (vec![int(1)], Ok(1)),
+        (vec![int(1), int(2), int(3)], Ok(1)),
+        (vec![Key::Bool(true), int(2)], Ok(1)),
+        (vec![int(1), int(2)], Err(1.0)),
+    ] {
+        let r = match amount {
+            Ok(n) => delta.add(&path, n),
+            Err(x) => delta.add_real(&path, x),
+        };
+        assert!(r.is_err(), "{path:?} was accepted");
+    }
+    assert!(delta.is_empty());
+    // A multiplicity out of range fails as a whole and leaves the state as it was.
+    delta.add(&[int(1), int(1)], i64::MAX).expect("a path");
+    let (input, output) = (h.input().to_string(), h.output().to_string());
+    assert!(h.update_delta(&delta).is_err());
+    assert_eq!((h.input().to_string(), h.output().to_string()), (input, output));
+    // A change is applied only by the driver it was built for; arrays have no canonical group.
+    let other = driver(src, "histogram", "map{1 -> bag{1}}");
+    assert!(other.delta().expect("a group").is_empty());
+    let mut other = other;
+    assert!(other.update_delta(&delta).is_err());
+    assert!(driver(src, "arrays", "[1, 2]").delta().is_err());
+}

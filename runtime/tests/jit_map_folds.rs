@@ -76,3 +76,22 @@ fn singleton_maps_added_into_a_fold_are_never_built() {
     assert_eq!(calls("nabla_map_add_scaled"), 0, "{text}");
     assert!(!text.contains("@group.scale") && !text.contains("@group.op_into"), "{text}");
 }
+
+/// A fold adding Ints into a `mapGroup intGroup` cannot tell the order of the bag's entries
+/// (`anf::opt::order`): it skips the sort; into `mapGroup realGroup` (sums in key order) it keeps it.
+#[test]
+fn int_map_folds_skip_the_sort_and_real_ones_keep_it() {
+    let text = |src: &'static str| {
+        frontend::with_big_stack(move || {
+            let (_, mono) = runtime::prepare(src, "main").expect("checks");
+            runtime::engine::ir_text(&mono, true).expect("lowers")
+        })
+    };
+    let calls = |text: &str, name: &str| text.matches(&format!("call ${name}(")).count();
+    let int = text(PROGRAMS[0].1);
+    assert_eq!(calls(&int, "nabla_map_add_scaled_key"), 1, "{int}");
+    assert_eq!((calls(&int, "nabla_bag_entries_unordered"), calls(&int, "nabla_bag_entries")), (1, 0), "{int}");
+    let real = text(PROGRAMS[3].1);
+    assert_eq!(calls(&real, "nabla_map_add_scaled_key"), 1, "{real}");
+    assert_eq!((calls(&real, "nabla_bag_entries_unordered"), calls(&real, "nabla_bag_entries")), (0, 1), "{real}");
+}

@@ -19,6 +19,7 @@
 
 mod dce;
 mod expand;
+mod fuse;
 mod inline;
 mod nil;
 mod simplify;
@@ -37,6 +38,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 pub use dce::eliminate;
 pub use expand::{expand, needs_expansion};
+pub use fuse::fuse;
 pub use inline::inline_derived;
 pub use nil::propagate;
 pub use simplify::simplify;

@@ -12,7 +12,9 @@
 //!   `acc + t` whose only use in the loop is that addition (wrapping addition is associative and
 //!   commutative; nothing else is, Real addition in particular);
 //! - bags changed in the loop are not read in it (bag addition commutes), unless they are made
-//!   in the same iteration;
+//!   in the same iteration; maps are changed only by adding an Int to a key
+//!   (`nabla_map_add_scaled_key` in `intGroup`: wrapping addition, which cannot fail) and not
+//!   read in the loop;
 //! - records the loop writes are read only by support calls in the same block after every slot
 //!   was written there (scratch keys), never by loads.
 //!
@@ -234,6 +236,13 @@ impl Loop {
                         "nabla_bag_eq" => {
                             read.insert(args[0]);
                             read.insert(args[1]);
+                        }
+                        // `dst ⊕ m·{key -> value}` in `mapGroup intGroup`.
+                        "nabla_map_add_scaled_key" if matches!(def_op(func, args[4]), Some(Op::Iconst(0))) => {
+                            changed.insert(args[0]);
+                        }
+                        "nabla_map_len" => {
+                            read.insert(args[0]);
                         }
                         n if BAG_EFFECTS.contains(&n) || super::simplify::PURE_SUPPORT.contains(&n) => {}
                         _ => return false,

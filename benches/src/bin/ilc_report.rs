@@ -20,15 +20,16 @@ fn human(ns: f64) -> String {
     }
 }
 
-/// The medians (ns) of one group's update (per change), recomputation and hand-written update
-/// (per change); recomputation from criterion, or from the bench's manual timing above 10⁴
-/// documents.
-fn medians(g: &Path) -> Option<(f64, f64, f64)> {
+/// The medians (ns) of one group's update (per change, built as a `GroupDelta`), recomputation,
+/// hand-written update (per change) and update with the change as a `Value` (per change);
+/// recomputation from criterion, or from the bench's manual timing above 10⁴ documents.
+fn medians(g: &Path) -> Option<(f64, f64, f64, Option<f64>)> {
     let u = median_ns(&g.join("update_x2"))? / 2.0;
     let h = median_ns(&g.join("rust_x2"))? / 2.0;
     let r = median_ns(&g.join("recompute"))
         .or_else(|| std::fs::read_to_string(g.join("recompute_manual_ns.txt")).ok()?.trim().parse().ok())?;
-    Some((u, r, h))
+    let v = median_ns(&g.join("update_value_x2")).map(|v| v / 2.0);
+    Some((u, r, h, v))
 }
 
 fn main() {
@@ -47,11 +48,12 @@ fn main() {
             .map(|it| it.filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix(prefix)?.parse().ok()).collect())
             .unwrap_or_default();
         sizes.sort();
-        println!("| {what} | compiled update per change | compiled recomputation | recomputation / update | hand-written Rust per change | update / Rust |");
-        println!("|---|---|---|---|---|---|");
+        println!("| {what} | compiled update per change | compiled recomputation | recomputation / update | hand-written Rust per change | update / Rust | update, change as a `Value` |");
+        println!("|---|---|---|---|---|---|---|");
         for n in sizes {
-            let Some((u, r, h)) = medians(&root.join(format!("{prefix}{n}"))) else { continue };
-            println!("| {n} | {} | {} | {:.0}× | {} | {:.0}× |", human(u), human(r), r / u, human(h), u / h);
+            let Some((u, r, h, v)) = medians(&root.join(format!("{prefix}{n}"))) else { continue };
+            let v = v.map_or("—".to_string(), human);
+            println!("| {n} | {} | {} | {:.0}× | {} | {:.0}× | {v} |", human(u), human(r), r / u, human(h), u / h);
             if prefix == "ilc_histogram_" {
                 csv.push_str(&format!("{n},{u},{r},{h}\n"));
             }

@@ -514,18 +514,26 @@ fn add_count(map: &mut FxHashMap<Short, i64>, key: Short, mult: i64) -> Result<(
 }
 
 /// A finite map from keys of `key_words` words to values of `value_words` words.
+///
+/// Maps of one-word keys to one-word values (an `Int` to an `Int`, a `Real`, a bag or a map: the
+/// common case) live in a table of plain words (`narrow`): one multiply to hash a key, no
+/// enum to compare, nothing to drop when emptied. Other widths use `entries`.
 #[derive(Clone, Debug, Default)]
 pub struct Map {
     key_words: usize,
     value_words: usize,
     entries: FxHashMap<Words, Words>,
+    narrow: FxHashMap<u64, u64>,
     /// Held by an incremental driver's persistent state (updated in place by its commits).
     persistent: bool,
 }
 
 impl PartialEq for Map {
     fn eq(&self, other: &Map) -> bool {
-        self.key_words == other.key_words && self.value_words == other.value_words && self.entries == other.entries
+        self.key_words == other.key_words
+            && self.value_words == other.value_words
+            && self.entries == other.entries
+            && self.narrow == other.narrow
     }
 }
 
@@ -534,7 +542,12 @@ impl Eq for Map {}
 impl Map {
     /// The empty map with the given widths.
     pub fn new(key_words: usize, value_words: usize) -> Map {
-        Map { key_words, value_words, entries: FxHashMap::default(), persistent: false }
+        Map { key_words, value_words, ..Map::default() }
+    }
+
+    /// Are this map's entries in the one-word table?
+    fn is_narrow(&self) -> bool {
+        self.key_words == 1 && self.value_words == 1
     }
 
     /// Marks the map as part of a driver's persistent state.
@@ -549,18 +562,26 @@ impl Map {
 
     /// `(key, value)` pairs in no particular order.
     pub fn entries(&self) -> impl Iterator<Item = (&[u64], &[u64])> + '_ {
-        self.entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))
+        let narrow = self.narrow.iter().map(|(k, v)| (std::slice::from_ref(k), std::slice::from_ref(v)));
+        narrow.chain(self.entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())))
     }
 
     /// The address of every value's words, in no particular order: compaction copies what they
     /// point to and writes the copies' addresses back. They stay valid while the map is not
     /// changed.
     pub fn value_slots(&mut self) -> impl Iterator<Item = *mut u64> + '_ {
-        self.entries.values_mut().map(|v| v.as_mut_slice().as_mut_ptr())
+        let narrow = self.narrow.values_mut().map(|v| v as *mut u64);
+        narrow.chain(self.entries.values_mut().map(|v| v.as_mut_slice().as_mut_ptr()))
     }
 
     /// The value at `key`, to update in place.
     pub fn get_mut(&mut self, key: &[u64]) -> Option<&mut [u64]> {
+        if self.is_narrow() {
+            return match key {
+                [k] => self.narrow.get_mut(k).map(std::slice::from_mut),
+                _ => None,
+            };
+        }
         self.entries.get_mut(&Words::new(key)).map(|v| v.as_mut_slice())
     }
 
@@ -579,6 +600,16 @@ impl Map {
         if self.len() <= 1 {
             for (r, (k, v)) in out.chunks_exact_mut(rec).zip(self.entries()) {
                 write(r, k, v);
+            }
+        } else if self.is_narrow() {
+            // One-word keys sort by radix; the payload is the value itself.
+            let es = &mut scratch.records;
+            es.clear();
+            es.extend(self.narrow.iter().map(|(k, v)| [k ^ SIGN, SIGN, *v]));
+            sort_short_keys(es, &mut scratch.buffer);
+            for (r, [a, _, v]) in out.chunks_exact_mut(2).zip(es.iter().copied()) {
+                r[0] = a ^ SIGN;
+                r[1] = v;
             }
         } else if kw <= INLINE {
             // Keys of up to two words sort by radix, as bags' do; the payload is the value's address.
@@ -614,21 +645,27 @@ impl Map {
 
     /// Number of keys.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.narrow.len() + self.entries.len()
     }
 
     /// Has the map no keys?
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len() == 0
     }
 
-    /// Entries the map's table has room for.
+    /// Entries the map's tables have room for.
     pub fn capacity(&self) -> usize {
-        self.entries.capacity()
+        self.narrow.capacity() + self.entries.capacity()
     }
 
     /// The value at `key`.
     pub fn get(&self, key: &[u64]) -> Option<&[u64]> {
+        if self.is_narrow() {
+            return match key {
+                [k] => self.narrow.get(k).map(std::slice::from_ref),
+                _ => None,
+            };
+        }
         self.entries.get(&Words::new(key)).map(|v| v.as_slice())
     }
 
@@ -639,6 +676,10 @@ impl Map {
         }
         if value.len() != self.value_words {
             return Err(CollectionError::WidthMismatch { expected: self.value_words, found: value.len() });
+        }
+        if let ([k], [v]) = (key, value) {
+            self.narrow.insert(*k, *v);
+            return Ok(());
         }
         // One hash and probe (keys of up to two words are inline, so making one is cheap).
         match self.entries.entry(Words::new(key)) {
@@ -657,6 +698,14 @@ impl Map {
             return Err(CollectionError::WidthMismatch { expected: self.key_words, found: key.len() });
         }
         let vw = self.value_words;
+        if let [k] = key {
+            if vw == 1 {
+                return Ok(match self.narrow.entry(*k) {
+                    std::collections::hash_map::Entry::Occupied(e) => (std::slice::from_mut(e.into_mut()), false),
+                    std::collections::hash_map::Entry::Vacant(e) => (std::slice::from_mut(e.insert(0)), true),
+                });
+            }
+        }
         Ok(match self.entries.entry(Words::new(key)) {
             std::collections::hash_map::Entry::Occupied(e) => (e.into_mut().as_mut_slice(), false),
             std::collections::hash_map::Entry::Vacant(e) => {
@@ -667,22 +716,29 @@ impl Map {
         })
     }
 
-    /// Empties the map for reuse with the given widths, keeping its table's capacity.
+    /// Empties the map for reuse with the given widths, keeping its tables' capacity.
     pub fn recycle(&mut self, key_words: usize, value_words: usize) {
         self.key_words = key_words;
         self.value_words = value_words;
         self.entries.clear();
+        self.narrow.clear();
         self.persistent = false;
     }
 
     /// Unbinds `key` (nothing happens if it is absent).
     pub fn remove(&mut self, key: &[u64]) {
+        if self.is_narrow() {
+            if let [k] = key {
+                self.narrow.remove(k);
+            }
+            return;
+        }
         self.entries.remove(&Words::new(key));
     }
 
     /// `(key, value)` pairs sorted by key.
     pub fn sorted_entries(&self) -> Vec<(&[u64], &[u64])> {
-        let mut es: Vec<(&[u64], &[u64])> = self.entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())).collect();
+        let mut es: Vec<(&[u64], &[u64])> = self.entries().collect();
         // Keys are distinct, so an unstable sort gives one order.
         es.sort_unstable_by(|a, b| cmp_keys(a.0, b.0));
         es

@@ -301,3 +301,65 @@ fn big_bags_sort_their_records_by_radix_in_signed_order() {
         check(&b, &m, kw, &[], &format!("a big bag of width {kw}"));
     }
 }
+
+#[test]
+fn one_word_maps_agree_with_a_model_through_slots_records_and_recycling() {
+    // Maps of one-word keys and values live in their own table (`Map::narrow`); the other widths
+    // next to them must behave the same, and a map recycled to other widths must forget both.
+    let mut rng = Rng(17);
+    let mut map = Map::new(1, 1);
+    let mut scratch = SortScratch::default();
+    for (round, (kw, vw)) in [(1, 1), (1, 2), (1, 1), (2, 1), (1, 1)].into_iter().enumerate() {
+        map.recycle(kw, vw);
+        let mut model: BTreeMap<Vec<i64>, Vec<u64>> = BTreeMap::new();
+        // Enough distinct keys, negative ones included, for the radix sort of the records.
+        for step in 0..1500 {
+            let k: Vec<i64> = (0..kw).map(|_| rng.int(-400, 400)).collect();
+            match rng.int(0, 9) {
+                0..=5 => {
+                    // `slot`: bound to zero words first when absent, then updated in place.
+                    let (v, new) = map.slot(&words(&k)).unwrap();
+                    assert_eq!(new, !model.contains_key(&k), "slot {k:?} new");
+                    let want = model.entry(k.clone()).or_insert_with(|| vec![0; vw]);
+                    assert_eq!(v, &want[..], "slot {k:?} value");
+                    let d = rng.int(-9, 9) as u64;
+                    v.iter_mut().for_each(|w| *w = w.wrapping_add(d));
+                    want.iter_mut().for_each(|w| *w = w.wrapping_add(d));
+                }
+                6 => {
+                    map.remove(&words(&k));
+                    model.remove(&k);
+                }
+                7 => {
+                    let v: Vec<u64> = (0..vw).map(|_| rng.int(-50, 50) as u64).collect();
+                    map.set(&words(&k), &v).unwrap();
+                    model.insert(k, v);
+                }
+                _ => {
+                    let got = map.get_mut(&words(&k)).map(|v| v.to_vec());
+                    assert_eq!(got, model.get(&k).cloned(), "get_mut {k:?}");
+                }
+            }
+            if step % 500 == 499 {
+                let what = format!("round {round}, widths {kw}/{vw}, step {step}");
+                assert_eq!(map.len(), model.len(), "{what}: len");
+                assert!(model.len() > 128, "{what}: the radix path runs");
+                let mut out = vec![0u64; map.len() * (kw + vw)];
+                map.write_sorted_records(&mut out, &mut scratch);
+                let want: Vec<u64> =
+                    model.iter().flat_map(|(k, v)| words(k).into_iter().chain(v.iter().copied())).collect();
+                assert_eq!(out, want, "{what}: sorted records");
+                let mut listed: Vec<(Vec<i64>, Vec<u64>)> =
+                    map.entries().map(|(k, v)| (signed(k), v.to_vec())).collect();
+                listed.sort();
+                let want: Vec<(Vec<i64>, Vec<u64>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                assert_eq!(listed, want, "{what}: entries");
+                assert_eq!(map.value_slots().count(), model.len(), "{what}: value slots");
+                // A key of the wrong width is in no map.
+                assert_eq!(map.get(&vec![0; kw + 1]), None, "{what}: a wider key");
+                assert!(map.get_mut(&vec![0; kw + 1]).is_none(), "{what}: a wider key");
+                assert!(map.slot(&vec![0; kw + 1]).is_err(), "{what}: a wider key");
+            }
+        }
+    }
+}

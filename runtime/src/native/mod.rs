@@ -225,7 +225,9 @@ impl CallCtx {
         // Bags that cached entry arrays here — this context's, or another's read by this call
         // (an API handle's definitions) — forget them: the memory is about to be reused. All
         // are alive now (this context's bags go to the spares or are dropped below).
-        for p in std::mem::take(&mut self.cached_bags) {
+        // (Drained, not taken: the list keeps its capacity.)
+        let mut cached = std::mem::take(&mut self.cached_bags);
+        for p in cached.drain(..) {
             // SAFETY: as above.
             let bag = unsafe { &mut *p };
             let caches = [bag.cached_entries(), bag.cached_unordered_entries()];
@@ -233,6 +235,7 @@ impl CallCtx {
                 bag.forget_cached_entries();
             }
         }
+        self.cached_bags = cached;
         // Spares are taken from the end: push this call's bags last-made first.
         // (Drained, not taken: the lists keep their capacity, so a call pushes without growing them.)
         let keep = MAX_SPARE_BAGS.saturating_sub(self.spare_bags.len()).min(self.bags.len());
