@@ -161,3 +161,24 @@ def main = dense [1.0, 2.0, 3.0, 4.0] [0.5, 0.25] [1.0, 2.0]";
     assert!(!body.contains("nabla_arena"), "nothing to compact: {text}");
     assert_eq!(body.matches("fadd").count(), 2, "{text}");
 }
+
+/// Every program's fused IR verifies as lowering made it and after every pass of `anf::opt`.
+#[test]
+fn fused_ir_verifies_after_every_pass() {
+    let mut failures = Vec::new();
+    for (name, main, _) in PROGRAMS {
+        let src = program(main);
+        let result = frontend::with_big_stack(move || -> Result<(), String> {
+            let (_, mono) = runtime::prepare(&src, "main").map_err(|d| d.message)?;
+            let lowered = anf::lower::lower(&mono, &anf::lower::LowerOptions::default()).map_err(|e| e.message)?;
+            let mut module = lowered.module;
+            anf::ir::verify(&module).map_err(|es| es[0].to_string())?;
+            anf::opt::optimize_checked(&mut module, &[lowered.main], &anf::opt::OptOptions::default())?;
+            Ok(())
+        });
+        if let Err(e) = result {
+            failures.push(format!("{name}: {e}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
