@@ -19,6 +19,8 @@
 //! after both operands are complete, is made first; when it fails, the fallible operand's elements
 //! are computed (and dropped) before the trap, as the interpreter would have. Summation order is
 //! unchanged (left to right from zero, the interpreter's `sum` and `dot`); nothing is reassociated.
+//! Running out of memory is an error too: an unmade array of a megabyte or more still claims its
+//! memory ([`Lowerer::claim`]), so a producer too big for `--max-memory` fails in both engines.
 
 use std::rc::Rc;
 
@@ -35,6 +37,9 @@ use crate::mono::MonoProgram;
 
 /// How many bindings after a producer its consumer is looked for.
 const SCAN_LIMIT: usize = 64;
+
+/// An unmade array at least this big still claims its memory (see [`Lowerer::claim`]).
+const CLAIM_BYTES: i64 = 1 << 20;
 
 /// A producer whose elements are computed where its one consumer reads them.
 #[derive(Clone, Debug)]
@@ -320,7 +325,7 @@ impl Lowerer<'_> {
     pub(crate) fn delay(&mut self, rhs: &E) -> R<Lazy> {
         let (b, args) = self.builtin_app(rhs).ok_or_else(|| LowerError::internal("delaying a non-producer"))?;
         let site = Site::Span(rhs.span);
-        Ok(match b {
+        let lazy = match b {
             Builtin::Build => {
                 let n = self.expr(args[0])?.word()?;
                 let f = self.expr(args[1])?;
@@ -344,7 +349,30 @@ impl Lowerer<'_> {
                 Lazy { kind: LazyKind::ZipWith { f, a, c, site }, n, fallible }
             }
             _ => return Err(LowerError::internal(format!("`{}` is not a producer", b.name()))),
-        })
+        };
+        self.claim(lazy.n, 8 * flat(&elem(&rhs.ty)?).len() as u32);
+        Ok(lazy)
+    }
+
+    /// Claims the arena memory an unmade array of `n` elements of `stride` bytes would have
+    /// taken, when that is at least [`CLAIM_BYTES`]: the interpreter makes every array, so a
+    /// producer too big for `--max-memory` (or for memory) is out of memory in both engines. The
+    /// claim is an uninitialised `newarray` nothing reads (no write or read pass), freed with
+    /// its scope like the array it stands for; smaller arrays claim nothing, so loops of small
+    /// fused producers allocate nothing.
+    fn claim(&mut self, n: Value, stride: u32) {
+        if stride == 0 {
+            return;
+        }
+        let limit = self.b().iconst(CLAIM_BYTES / stride as i64);
+        let big = self.b().icmp(Cmp::Ge, n, limit);
+        let (yes, _) = self.block(&[]);
+        let (join, _) = self.block(&[]);
+        self.b().brif(big, ir::BlockCall::new(yes, vec![]), ir::BlockCall::new(join, vec![]));
+        self.switch_to(yes);
+        self.b().new_array(n, stride);
+        self.b().jump(join, vec![]);
+        self.switch_to(join);
     }
 
     /// `rhs` lowered as a consumer of a delayed producer, if it is one.
