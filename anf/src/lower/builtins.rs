@@ -5,6 +5,7 @@
 use frontend::builtins::Builtin;
 use frontend::types::Type;
 
+use super::fuse::Src;
 use super::groups::{GroupKind, Helper};
 use super::value::{after_args, arg_type, flat};
 use super::{Clo, LVal, LowerError, Lowerer, Site, R};
@@ -100,13 +101,23 @@ impl Lowerer<'_> {
             B::ToInt => LVal::Word(self.to_int(w(0)?, site)?),
             B::Build => self.build(&result, w(0)?, args[1].clone(), site)?,
             B::Len => LVal::Word(self.b().array_len(w(0)?)),
-            B::Map => self.map_array(&arg_type(ty, 1)?, &result, args[0].clone(), w(1)?, site)?,
-            B::ZipWith => {
-                self.zip_with(&arg_type(ty, 1)?, &arg_type(ty, 2)?, &result, args[0].clone(), w(1)?, w(2)?, site)?
+            B::Map => {
+                let a = Src::Arr(w(1)?, elem(&arg_type(ty, 1)?)?);
+                self.map_src(&result, args[0].clone(), &a, site)?
             }
-            B::Fold => self.fold_array(&arg_type(ty, 2)?, &result, args[0].clone(), args[1].clone(), w(2)?, site)?,
-            B::Sum => self.sum(&result, w(0)?)?,
-            B::Dot => self.dot(&result, w(0)?, w(1)?, site)?,
+            B::ZipWith => {
+                let a = Src::Arr(w(1)?, elem(&arg_type(ty, 1)?)?);
+                let c = Src::Arr(w(2)?, elem(&arg_type(ty, 2)?)?);
+                self.zip_src(&result, args[0].clone(), &a, &c, site)?
+            }
+            B::Fold => {
+                let a = Src::Arr(w(2)?, elem(&arg_type(ty, 2)?)?);
+                self.fold_src(&result, args[0].clone(), args[1].clone(), &a, site)?
+            }
+            B::Sum => self.sum_src(&result, &Src::Arr(w(0)?, result.clone()))?,
+            B::Dot => {
+                self.dot_src(&result, &Src::Arr(w(0)?, result.clone()), &Src::Arr(w(1)?, result.clone()), site)?
+            }
             B::Iterate => self.iterate(&result, w(0)?, args[1].clone(), args[2].clone(), site)?,
             B::While => self.while_(&result, args[0].clone(), args[1].clone(), args[2].clone(), site)?,
             B::RevIterate => {
@@ -221,12 +232,7 @@ impl Lowerer<'_> {
                 // The transform passes a length of an existing array (or a trip count it checked):
                 // never negative, but the checks keep the JIT in bounds whatever it is passed.
                 let n = w(0)?;
-                let zero = self.b().iconst(0);
-                let negative = self.b().icmp(Cmp::Lt, n, zero);
-                self.fail_if(negative, TrapCode::BuildNegative, site, n, zero);
-                let limit = self.b().iconst(MAX_ARRAY_LEN);
-                let too_big = self.b().icmp(Cmp::Gt, n, limit);
-                self.fail_if(too_big, TrapCode::BuildTooLarge, site, n, limit);
+                self.build_checks(n, site);
                 let st = stride(&elem(&result)?);
                 let out = self.b().new_array(n, st);
                 if b == B::Zeros {
@@ -385,14 +391,19 @@ impl Lowerer<'_> {
         }
     }
 
-    /// `build n f`: `[f 0, …, f (n-1)]`.
-    fn build(&mut self, result: &Type, n: Value, f: LVal, site: Site) -> R<LVal> {
+    /// `build`'s checks of its count `n` (negative, too large), at `site`.
+    pub(crate) fn build_checks(&mut self, n: Value, site: Site) {
         let zero = self.b().iconst(0);
         let negative = self.b().icmp(Cmp::Lt, n, zero);
         self.fail_if(negative, TrapCode::BuildNegative, site, n, zero);
         let limit = self.b().iconst(MAX_ARRAY_LEN);
         let too_big = self.b().icmp(Cmp::Gt, n, limit);
         self.fail_if(too_big, TrapCode::BuildTooLarge, site, n, limit);
+    }
+
+    /// `build n f`: `[f 0, …, f (n-1)]`.
+    fn build(&mut self, result: &Type, n: Value, f: LVal, site: Site) -> R<LVal> {
+        self.build_checks(n, site);
         let et = elem(result)?;
         let st = stride(&et);
         let out = self.b().new_array(n, st);
@@ -410,111 +421,6 @@ impl Lowerer<'_> {
             },
         )?;
         Ok(LVal::Word(out))
-    }
-
-    /// `map f a`.
-    fn map_array(&mut self, at: &Type, result: &Type, f: LVal, a: Value, site: Site) -> R<LVal> {
-        let (xt, yt) = (elem(at)?, elem(result)?);
-        let (sx, sy) = (stride(&xt), stride(&yt));
-        let n = self.b().array_len(a);
-        let out = self.b().new_array(n, sy);
-        self.element_loop(
-            &yt,
-            n,
-            &mut |l, i| {
-                let src = l.b().elem_addr(a, i, sx);
-                let x = l.load_value(&xt, src, 0)?;
-                let y = l.apply(f.clone(), vec![(x, site)])?;
-                l.materialize(&y)
-            },
-            &mut |l, i, y| {
-                let dst = l.b().elem_addr(out, i, sy);
-                l.store_words(&y, dst, 0);
-                Ok(())
-            },
-        )?;
-        Ok(LVal::Word(out))
-    }
-
-    /// `zipWith f a c`: lengths must agree.
-    #[allow(clippy::too_many_arguments)]
-    fn zip_with(&mut self, at: &Type, ct: &Type, result: &Type, f: LVal, a: Value, c: Value, site: Site) -> R<LVal> {
-        let (xt, zt, yt) = (elem(at)?, elem(ct)?, elem(result)?);
-        let (sx, sz, sy) = (stride(&xt), stride(&zt), stride(&yt));
-        let n = self.b().array_len(a);
-        let m = self.b().array_len(c);
-        let differ = self.b().icmp(Cmp::Ne, n, m);
-        self.fail_if(differ, TrapCode::ZipWithLengths, site, n, m);
-        let out = self.b().new_array(n, sy);
-        self.element_loop(
-            &yt,
-            n,
-            &mut |l, i| {
-                let pa = l.b().elem_addr(a, i, sx);
-                let x = l.load_value(&xt, pa, 0)?;
-                let pc = l.b().elem_addr(c, i, sz);
-                let z = l.load_value(&zt, pc, 0)?;
-                let y = l.apply(f.clone(), vec![(x, site), (z, site)])?;
-                l.materialize(&y)
-            },
-            &mut |l, i, y| {
-                let dst = l.b().elem_addr(out, i, sy);
-                l.store_words(&y, dst, 0);
-                Ok(())
-            },
-        )?;
-        Ok(LVal::Word(out))
-    }
-
-    /// `fold f z a`: `f (… (f z a0) …) a(n-1)`.
-    fn fold_array(&mut self, at: &Type, bt: &Type, f: LVal, z: LVal, a: Value, site: Site) -> R<LVal> {
-        let xt = elem(at)?;
-        let sx = stride(&xt);
-        let n = self.b().array_len(a);
-        let init = self.materialize(&z)?;
-        let out = self.compacting_loop(bt, n, init, &mut |l, i, acc| {
-            let acc = Self::from_slice(bt, &acc)?;
-            let p = l.b().elem_addr(a, i, sx);
-            let x = l.load_value(&xt, p, 0)?;
-            let r = l.apply(f.clone(), vec![(acc, site), (x, site)])?;
-            l.materialize(&r)
-        })?;
-        Self::from_slice(bt, &out)
-    }
-
-    /// `sum a`, left to right.
-    fn sum(&mut self, t: &Type, a: Value) -> R<LVal> {
-        let int = *t == Type::Int;
-        let n = self.b().array_len(a);
-        let zero = if int { self.b().iconst(0) } else { self.b().fconst(0.0) };
-        let out = self.counted_loop(n, vec![zero], &mut |l, i, acc| {
-            let p = l.b().elem_addr(a, i, 8);
-            let x = l.b().load(if int { ir::Type::I64 } else { ir::Type::F64 }, p, 0);
-            let op = if int { BinaryOp::Iadd } else { BinaryOp::Fadd };
-            Ok(vec![l.b().binary(op, acc[0], x)])
-        })?;
-        Ok(LVal::Word(out[0]))
-    }
-
-    /// `dot a c`: lengths must agree.
-    fn dot(&mut self, t: &Type, a: Value, c: Value, site: Site) -> R<LVal> {
-        let int = *t == Type::Int;
-        let n = self.b().array_len(a);
-        let m = self.b().array_len(c);
-        let differ = self.b().icmp(Cmp::Ne, n, m);
-        self.fail_if(differ, TrapCode::DotLengths, site, n, m);
-        let zero = if int { self.b().iconst(0) } else { self.b().fconst(0.0) };
-        let wt = if int { ir::Type::I64 } else { ir::Type::F64 };
-        let out = self.counted_loop(n, vec![zero], &mut |l, i, acc| {
-            let p = l.b().elem_addr(a, i, 8);
-            let x = l.b().load(wt, p, 0);
-            let q = l.b().elem_addr(c, i, 8);
-            let y = l.b().load(wt, q, 0);
-            let (mul, add) = if int { (BinaryOp::Imul, BinaryOp::Iadd) } else { (BinaryOp::Fmul, BinaryOp::Fadd) };
-            let xy = l.b().binary(mul, x, y);
-            Ok(vec![l.b().binary(add, acc[0], xy)])
-        })?;
-        Ok(LVal::Word(out[0]))
     }
 
     /// `toInt x`: truncation toward zero; NaN or `x` outside `[-2^63, 2^63)` fails with the

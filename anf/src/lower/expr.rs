@@ -43,7 +43,18 @@ impl Lowerer<'_> {
             ExprKind::Lam(..) => self.lambda(e, None),
             ExprKind::App(..) => self.app(e),
             ExprKind::Let(p, rhs, body) => {
-                let v = self.expr(rhs)?;
+                // Array fusion (`fuse`): a producer with one consumer is left unmade.
+                if let frontend::syntax::PatKind::Var(_, id) = &p.kind {
+                    if self.delayable(id.0, rhs, body) {
+                        let lazy = self.delay(rhs)?;
+                        self.lazy.insert(id.0, std::rc::Rc::new(lazy));
+                        return self.expr(body);
+                    }
+                }
+                let v = match self.fused(rhs)? {
+                    Some(v) => v,
+                    None => self.expr(rhs)?,
+                };
                 self.bind(p, v)?;
                 self.expr(body)
             }

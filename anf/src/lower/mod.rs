@@ -38,6 +38,7 @@ mod builtins;
 mod changes;
 mod compact;
 mod expr;
+mod fuse;
 mod groups;
 mod scan;
 mod value;
@@ -134,6 +135,7 @@ pub fn lower(mono: &MonoProgram, options: &LowerOptions) -> Result<Lowered, Lowe
     let root = mono.defs.last().ok_or_else(|| LowerError::internal("the program has no definitions"))?;
     let root_ty = root.ty.clone();
     let mut l = Lowerer::new(mono);
+    l.uses = fuse::use_counts(mono);
     l.span_carrying = scan::span_carrying_types(mono);
     let main = l.lower_main()?;
     let apply = match options.apply_arity {
@@ -212,6 +214,10 @@ pub(crate) struct Lowerer<'p> {
     no_base_words: FxHashSet<(FuncId, Value)>,
     /// `group.same` helpers by carrier type.
     same_group_fns: FxHashMap<String, FuncId>,
+    /// How often each local variable occurs (`fuse::use_counts`).
+    uses: FxHashMap<u32, u32>,
+    /// Producers left unmade for their one consumer, by binder (`fuse`).
+    lazy: FxHashMap<u32, Rc<fuse::Lazy>>,
     /// Compaction's closure copiers by closure type and direction (`compact`).
     copiers: FxHashMap<(String, compact::Direction), FuncId>,
     /// Their switches over the type's tags, filled in once every tag is known.
@@ -265,6 +271,8 @@ impl<'p> Lowerer<'p> {
             lam_counts: FxHashMap::default(),
             no_base_words: FxHashSet::default(),
             same_group_fns: FxHashMap::default(),
+            uses: FxHashMap::default(),
+            lazy: FxHashMap::default(),
             copiers: FxHashMap::default(),
             pending_copies: Vec::new(),
         }
@@ -389,6 +397,7 @@ impl<'p> Lowerer<'p> {
         self.cur_func = f;
         self.cur_block = self.module.funcs[f].entry().unwrap_or(Block::from_u32(0));
         self.env.clear();
+        self.lazy.clear();
     }
 
     /// The parameters of the current function.
