@@ -607,3 +607,232 @@ fn fusion_allows_accumulations_into_the_destination_meanwhile_and_nothing_else()
         assert_eq!(count(&out, "main", "bag_new"), 1, "{read}:\n{out}");
     }
 }
+
+/// `main(v0: i64, v1: bool, v2: f64)` computing `BODY` and returning `RESULT` of type `TY`,
+/// optimised.
+fn folded(body: &str, ty: &str, result: &str) -> String {
+    opt(&format!(
+        "\
+fn @main(i64, bool, f64) -> {ty} {{
+b0(v0: i64, v1: bool, v2: f64):
+{body}    return {result}
+}}
+"
+    ))
+}
+
+/// Every constant operation `fold` knows and every identity it uses: the operation goes, and
+/// the function returns the constant it computes (or the operand the identity names). A
+/// division or remainder by zero fails at run time and stays; `i64::MIN / -1` wraps (it must
+/// not overflow in the optimiser either).
+#[test]
+fn constant_operations_and_identities_fold() {
+    let int = |n: i64| format!("    v3 = iconst {n}\n    return v3\n");
+    let boolean = |b: bool| format!("    v3 = bconst {b}\n    return v3\n");
+    let cases: Vec<(&str, &str, &str, String)> = vec![
+        // Unary operations.
+        ("    v10 = bconst true\n    v11 = not v10\n", "bool", "not", boolean(false)),
+        ("    v10 = bconst true\n    v11 = btoi v10\n", "i64", "btoi", int(1)),
+        ("    v10 = iconst 3\n    v11 = itof v10\n", "f64", "itof", "    v3 = fconst 3.0\n    return v3\n".into()),
+        // Integer operations.
+        ("    v10 = iconst 7\n    v12 = iconst 5\n    v11 = iadd v10, v12\n", "i64", "iadd", int(12)),
+        ("    v10 = iconst 7\n    v12 = iconst 5\n    v11 = isub v10, v12\n", "i64", "isub", int(2)),
+        ("    v10 = iconst 7\n    v12 = iconst 5\n    v11 = imul v10, v12\n", "i64", "imul", int(35)),
+        ("    v10 = iconst -7\n    v12 = iconst 2\n    v11 = sdiv v10, v12\n", "i64", "sdiv", int(-3)),
+        ("    v10 = iconst -7\n    v12 = iconst 2\n    v11 = srem v10, v12\n", "i64", "srem", int(-1)),
+        ("    v10 = iconst 7\n    v12 = iconst -1\n    v11 = sdiv v10, v12\n", "i64", "sdiv", int(-7)),
+        ("    v10 = iconst 7\n    v12 = iconst -1\n    v11 = srem v10, v12\n", "i64", "srem", int(0)),
+        (
+            "    v10 = iconst -9223372036854775808\n    v12 = iconst -1\n    v11 = sdiv v10, v12\n",
+            "i64",
+            "sdiv",
+            int(i64::MIN),
+        ),
+        (
+            "    v10 = iconst -9223372036854775808\n    v12 = iconst -1\n    v11 = srem v10, v12\n",
+            "i64",
+            "srem",
+            int(0),
+        ),
+        // Boolean operations.
+        ("    v10 = bconst true\n    v12 = bconst false\n    v11 = and v10, v12\n", "bool", "and", boolean(false)),
+        ("    v10 = bconst true\n    v12 = bconst false\n    v11 = or v10, v12\n", "bool", "or", boolean(true)),
+        ("    v10 = bconst true\n    v12 = bconst true\n    v11 = xor v10, v12\n", "bool", "xor", boolean(false)),
+        // Identities.
+        ("    v10 = iconst 0\n    v11 = iadd v0, v10\n", "i64", "iadd", "    return v0\n".into()),
+        ("    v10 = iconst 0\n    v11 = isub v0, v10\n", "i64", "isub", "    return v0\n".into()),
+        ("    v10 = iconst 0\n    v11 = iadd v10, v0\n", "i64", "iadd", "    return v0\n".into()),
+        ("    v10 = iconst 1\n    v11 = imul v0, v10\n", "i64", "imul", "    return v0\n".into()),
+        ("    v10 = iconst 1\n    v11 = imul v10, v0\n", "i64", "imul", "    return v0\n".into()),
+        ("    v10 = bconst true\n    v11 = and v1, v10\n", "bool", "and", "    return v1\n".into()),
+        ("    v10 = bconst false\n    v11 = or v1, v10\n", "bool", "or", "    return v1\n".into()),
+        ("    v10 = bconst true\n    v11 = and v10, v1\n", "bool", "and", "    return v1\n".into()),
+        ("    v10 = bconst false\n    v11 = or v10, v1\n", "bool", "or", "    return v1\n".into()),
+        // Comparisons: of a value with itself, of integer and of boolean constants.
+        ("    v11 = icmp eq v0, v0\n", "bool", "icmp", boolean(true)),
+        ("    v11 = icmp le v0, v0\n", "bool", "icmp", boolean(true)),
+        ("    v11 = icmp ge v0, v0\n", "bool", "icmp", boolean(true)),
+        ("    v11 = icmp ne v0, v0\n", "bool", "icmp", boolean(false)),
+        ("    v11 = icmp lt v0, v0\n", "bool", "icmp", boolean(false)),
+        ("    v11 = icmp gt v0, v0\n", "bool", "icmp", boolean(false)),
+        ("    v10 = iconst 2\n    v12 = iconst 3\n    v11 = icmp eq v10, v12\n", "bool", "icmp", boolean(false)),
+        ("    v10 = iconst 2\n    v12 = iconst 3\n    v11 = icmp ne v10, v12\n", "bool", "icmp", boolean(true)),
+        ("    v10 = iconst 2\n    v12 = iconst 3\n    v11 = icmp lt v10, v12\n", "bool", "icmp", boolean(true)),
+        ("    v10 = iconst 3\n    v12 = iconst 3\n    v11 = icmp le v10, v12\n", "bool", "icmp", boolean(true)),
+        ("    v10 = iconst 2\n    v12 = iconst 3\n    v11 = icmp gt v10, v12\n", "bool", "icmp", boolean(false)),
+        ("    v10 = iconst 3\n    v12 = iconst 3\n    v11 = icmp ge v10, v12\n", "bool", "icmp", boolean(true)),
+        ("    v10 = bconst true\n    v12 = bconst false\n    v11 = icmp eq v10, v12\n", "bool", "icmp", boolean(false)),
+        ("    v10 = bconst true\n    v12 = bconst false\n    v11 = icmp ne v10, v12\n", "bool", "icmp", boolean(true)),
+        // An array's length is the one it was made with.
+        ("    v12 = newarray v0, 8\n    v11 = arraylen v12\n", "i64", "arraylen", "    return v0\n".into()),
+        // Selects: of one value twice, on a constant condition.
+        ("    v11 = select.i64 v1, v0, v0\n", "i64", "select", "    return v0\n".into()),
+        (
+            "    v10 = bconst true\n    v12 = iconst 5\n    v11 = select.i64 v10, v0, v12\n",
+            "i64",
+            "select",
+            "    return v0\n".into(),
+        ),
+        (
+            "    v10 = bconst false\n    v12 = iconst 5\n    v11 = select.i64 v10, v12, v0\n",
+            "i64",
+            "select",
+            "    return v0\n".into(),
+        ),
+    ];
+    for (body, ty, op, want) in cases {
+        let out = folded(body, ty, "v11");
+        assert_eq!(count(&out, "main", &format!(" {op} ")), 0, "{body}:\n{out}");
+        assert!(out.contains(&want), "{body}: expected\n{want}in\n{out}");
+    }
+    // Division and remainder by zero stay: they fail at run time.
+    for (body, ty, op) in [
+        ("    v10 = iconst 7\n    v12 = iconst 0\n    v11 = sdiv v10, v12\n", "i64", "sdiv"),
+        ("    v10 = iconst 7\n    v12 = iconst 0\n    v11 = srem v10, v12\n", "i64", "srem"),
+    ] {
+        let out = folded(body, ty, "v11");
+        assert_eq!(count(&out, "main", &format!(" {op} ")), 1, "{body}:\n{out}");
+    }
+}
+
+/// `fresh_bag_into`'s declarations and parameters with `BODY` as the function's code (the
+/// fresh bag is made by `BODY`).
+fn bag_body(body: &str) -> String {
+    let text = fresh_bag_into("");
+    let start = text.find("b0(").expect("an entry block");
+    format!("{}{}\n}}\n", &text[..start], body)
+}
+
+/// The fresh bag must be used only by its inserts and the one addition: one read before the
+/// addition (its length, a comparison), or never added at all, keeps it.
+#[test]
+fn fusion_keeps_fresh_bags_that_are_read() {
+    for read in [
+        "    v8 = call $nabla_bag_len(v7)\n    store v8, v5+0\n",
+        "    v8 = call $nabla_bag_eq(v0, v7)\n    store v8, v5+0\n",
+    ] {
+        let text = fresh_bag_into(read).replace(
+            "extern $nabla_bag_len(ptr) -> i64\n",
+            "extern $nabla_bag_len(ptr) -> i64\nextern $nabla_bag_eq(ptr, ptr) -> bool\n",
+        );
+        let out = opt(&text);
+        assert_eq!(count(&out, "main", "bag_new"), 1, "{read}:\n{out}");
+    }
+    for read in [
+        "    v8 = call $nabla_bag_len(v7)\n    store v8, v5+0\n",
+        "    v8 = call $nabla_bag_eq(v0, v7)\n    store v8, v5+0\n",
+    ] {
+        let never_added = fresh_bag_into(read).replace("    call $nabla_bag_add_into(v0, v7, v4)\n", "").replace(
+            "extern $nabla_bag_len(ptr) -> i64\n",
+            "extern $nabla_bag_len(ptr) -> i64\nextern $nabla_bag_eq(ptr, ptr) -> bool\n",
+        );
+        let out = opt(&never_added);
+        assert_eq!(count(&out, "main", "bag_new"), 1, "{read}:\n{out}");
+        assert_eq!(count(&out, "main", "bag_insert(v"), 1, "{read}:\n{out}");
+    }
+}
+
+/// Inserts already scaled (an inner bag fused earlier) are fused again: their factor times the
+/// addition's scale is made with `nabla_mul_checked`. Fusion declares only the support
+/// functions its output calls.
+#[test]
+fn fusion_of_scaled_inserts_and_the_support_functions_it_declares() {
+    let scaled = bag_body(
+        "\
+b0(v0: ptr, v1: ptr, v2: ptr, v3: i64, v4: i64, v5: ptr):
+    v6 = iconst 1
+    v8 = iadd v3, v6
+    v7 = call $nabla_bag_new(v6)
+    call $nabla_bag_insert_scaled(v7, v2, v3, v3, v4)
+    call $nabla_bag_add_scaled(v0, v7, v8, v4)
+    return v0",
+    )
+    .replace("extern $nabla_bag_len(ptr) -> i64\n", "");
+    let out = opt(&scaled);
+    assert_eq!(count(&out, "main", "bag_new"), 0, "{out}");
+    assert_eq!(count(&out, "main", "nabla_mul_checked(v3, v3, v4)"), 1, "{out}");
+    assert_eq!(count(&out, "main", "bag_insert_scaled(v0, v2"), 1, "{out}");
+    // An unscaled addition of plain inserts needs neither the scaled insert nor the product.
+    let plain =
+        fresh_bag_into("").replace("extern fallible $nabla_bag_insert_scaled(ptr, ptr, i64, i64, i64) -> ()\n", "");
+    let out = opt(&plain);
+    assert_eq!(count(&out, "main", "bag_new"), 0, "{out}");
+    assert!(!out.contains("insert_scaled") && !out.contains("mul_checked"), "{out}");
+    // A scaled addition of plain inserts needs the scaled insert, not the product.
+    let out = opt(&plain.replace("call $nabla_bag_add_into(v0, v7, v4)", "call $nabla_bag_add_scaled(v0, v7, v3, v4)"));
+    assert_eq!(count(&out, "main", "bag_insert_scaled(v0, v2, v3, v3, v4)"), 1, "{out}");
+    assert!(!out.contains("mul_checked"), "{out}");
+    // A module that declares only one of the two additions fuses it.
+    let only_add_into = plain.replace("extern fallible $nabla_bag_add_scaled(ptr, ptr, i64, i64) -> ()\n", "");
+    assert_eq!(count(&opt(&only_add_into), "main", "bag_new"), 0);
+}
+
+/// The destination, the scale and the site must be available at every insert: a value of a
+/// dominating block is, wherever it stands there; one made after the insert in its own block is
+/// not (fusing would use it before its definition); a constant site is made again before the
+/// insert.
+#[test]
+fn fusion_uses_only_values_available_at_the_inserts() {
+    let across_blocks = bag_body(
+        "\
+b0(v0: ptr, v1: ptr, v2: ptr, v3: i64, v4: i64, v5: ptr):
+    v6 = iconst 1
+    v8 = load.ptr v5+0
+    v9 = iadd v3, v3
+    v20 = call $nabla_bag_len(v8)
+    v21 = icmp lt v20, v3
+    v7 = call $nabla_bag_new(v6)
+    brif v21, b1(v3), b1(v9)
+b1(v10: i64):
+    call $nabla_bag_insert(v7, v2, v10, v4)
+    call $nabla_bag_add_scaled(v8, v7, v9, v4)
+    return v8",
+    );
+    let out = opt(&across_blocks);
+    assert_eq!(count(&out, "main", "bag_new"), 0, "{out}");
+    // The scale is computed after the insert (`opt` verifies the output).
+    let late_scale = bag_body(
+        "\
+b0(v0: ptr, v1: ptr, v2: ptr, v3: i64, v4: i64, v5: ptr):
+    v6 = iconst 1
+    v7 = call $nabla_bag_new(v6)
+    call $nabla_bag_insert(v7, v2, v3, v4)
+    v8 = iadd v3, v6
+    call $nabla_bag_add_scaled(v0, v7, v8, v4)
+    return v0",
+    );
+    opt(&late_scale);
+    let late_site = bag_body(
+        "\
+b0(v0: ptr, v1: ptr, v2: ptr, v3: i64, v4: i64, v5: ptr):
+    v6 = iconst 1
+    v7 = call $nabla_bag_new(v6)
+    call $nabla_bag_insert(v7, v2, v3, v4)
+    v8 = iconst 42
+    call $nabla_bag_add_into(v0, v7, v8)
+    return v0",
+    );
+    let out = opt(&late_site);
+    assert_eq!(count(&out, "main", "bag_new"), 0, "{out}");
+    assert_eq!(count(&out, "main", "iconst 42"), 1, "{out}");
+}
