@@ -836,3 +836,29 @@ b0(v0: ptr, v1: ptr, v2: ptr, v3: i64, v4: i64, v5: ptr):
     assert_eq!(count(&out, "main", "bag_new"), 0, "{out}");
     assert_eq!(count(&out, "main", "iconst 42"), 1, "{out}");
 }
+
+/// A bag made and filled in one block and added in another is fused; a read of the destination
+/// after the creation, in the creation's block, stops it.
+#[test]
+fn fusion_spans_blocks() {
+    let text = |read: &str| {
+        bag_body(&format!(
+            "\
+b0(v0: ptr, v1: ptr, v2: ptr, v3: i64, v4: i64, v5: ptr):
+    v6 = iconst 1
+    v7 = call $nabla_bag_new(v6)
+    call $nabla_bag_insert(v7, v2, v3, v4)
+{read}    v9 = iadd v3, v3
+    v20 = icmp lt v3, v4
+    brif v20, b1(v3), b1(v9)
+b1(v10: i64):
+    call $nabla_bag_add_into(v0, v7, v4)
+    store v10, v5+0
+    return v0"
+        ))
+    };
+    let out = opt(&text(""));
+    assert_eq!(count(&out, "main", "bag_new"), 0, "{out}");
+    let out = opt(&text("    v21 = call $nabla_bag_len(v0)\n    store v21, v5+8\n"));
+    assert_eq!(count(&out, "main", "bag_new"), 1, "{out}");
+}
