@@ -878,3 +878,89 @@ b1(v10: i64):
     let out = opt(&text("    v21 = call $nabla_bag_len(v0)\n    store v21, v5+8\n"));
     assert_eq!(count(&out, "main", "bag_new"), 1, "{out}");
 }
+
+/// The addition reached from the creation through either arm of a branch, and followed by more
+/// code, is fused; a bag made before a loop that adds it in every iteration (and inserts into it
+/// again after each addition) is not: the fused inserts would be added once instead of once per
+/// later addition.
+#[test]
+fn fusion_needs_one_addition_per_creation() {
+    let diamond = bag_body(
+        "\
+b0(v0: ptr, v1: ptr, v2: ptr, v3: i64, v4: i64, v5: ptr):
+    v6 = iconst 1
+    v7 = call $nabla_bag_new(v6)
+    call $nabla_bag_insert(v7, v2, v3, v4)
+    v9 = iadd v3, v3
+    v20 = icmp lt v3, v4
+    brif v20, b1, b2
+b1:
+    store v3, v5+8
+    jump b3(v3)
+b2:
+    store v9, v5+8
+    jump b3(v9)
+b3(v10: i64):
+    call $nabla_bag_add_into(v0, v7, v4)
+    v21 = icmp lt v10, v4
+    brif v21, b4(v3), b4(v9)
+b4(v11: i64):
+    store v11, v5+0
+    return v0",
+    );
+    let out = opt(&diamond);
+    assert_eq!(count(&out, "main", "bag_new"), 0, "{out}");
+    let looped = bag_body(
+        "\
+b0(v0: ptr, v1: ptr, v2: ptr, v3: i64, v4: i64, v5: ptr):
+    v6 = iconst 1
+    v7 = call $nabla_bag_new(v6)
+    v8 = iconst 0
+    jump b1(v8)
+b1(v10: i64):
+    call $nabla_bag_insert(v7, v2, v10, v4)
+    call $nabla_bag_add_into(v0, v7, v4)
+    v11 = iadd v10, v6
+    v12 = icmp lt v11, v3
+    brif v12, b1(v11), b2
+b2:
+    return v0",
+    );
+    let out = opt(&looped);
+    assert_eq!(count(&out, "main", "bag_new"), 1, "{out}");
+    assert_eq!(count(&out, "main", "add_into"), 1, "{out}");
+}
+
+/// A fresh bag with a plain and a scaled insert (its factor computed just before it), added
+/// scaled: the plain insert is scaled by the addition's factor, the scaled one's product is made
+/// right before it; added unscaled, the scaled insert keeps its factor and its own site.
+#[test]
+fn fusion_rewrites_plain_and_scaled_inserts() {
+    let text = |addition: &str| {
+        bag_body(&format!(
+            "\
+b0(v0: ptr, v1: ptr, v2: ptr, v3: i64, v4: i64, v5: ptr):
+    v6 = iconst 1
+    v8 = iadd v3, v6
+    v7 = call $nabla_bag_new(v6)
+    call $nabla_bag_insert(v7, v2, v3, v4)
+    v9 = iadd v3, v3
+    call $nabla_bag_insert_scaled(v7, v2, v3, v9, v8)
+{addition}
+    return v0"
+        ))
+        .replace(
+            "extern $nabla_bag_len(ptr) -> i64\n",
+            "extern $nabla_bag_len(ptr) -> i64\nextern fallible $nabla_mul_checked(i64, i64, i64) -> i64\n",
+        )
+    };
+    let out = opt(&text("    call $nabla_bag_add_scaled(v0, v7, v8, v4)"));
+    assert_eq!(count(&out, "main", "bag_new"), 0, "{out}");
+    assert_eq!(count(&out, "main", "nabla_mul_checked("), 1, "{out}");
+    assert_eq!(count(&out, "main", "bag_insert_scaled(v0"), 2, "{out}");
+    let out = opt(&text("    call $nabla_bag_add_into(v0, v7, v4)"));
+    assert_eq!(count(&out, "main", "bag_new"), 0, "{out}");
+    assert_eq!(count(&out, "main", "nabla_mul_checked("), 0, "{out}");
+    assert_eq!(count(&out, "main", "bag_insert(v0"), 1, "{out}");
+    assert_eq!(count(&out, "main", "bag_insert_scaled(v0"), 1, "{out}");
+}
