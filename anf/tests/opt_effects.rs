@@ -964,3 +964,40 @@ b0(v0: ptr, v1: ptr, v2: ptr, v3: i64, v4: i64, v5: ptr):
     assert_eq!(count(&out, "main", "bag_insert(v0"), 1, "{out}");
     assert_eq!(count(&out, "main", "bag_insert_scaled(v0"), 1, "{out}");
 }
+
+/// In a clean module, every field of a record is forwarded, also when the record is itself
+/// stored into another record; an element address into a record (a write forwarding cannot
+/// see) disqualifies it.
+#[test]
+fn forwarding_reads_every_field_and_distrusts_element_addresses() {
+    let text = "\
+fn @main(i64, i64, ptr) -> i64 {
+b0(v0: i64, v1: i64, v2: ptr):
+    v3 = alloc 16
+    store v0, v3+0
+    store v1, v3+8
+    v4 = alloc 8
+    store v3, v4+0
+    store v4, v2+0
+    v5 = load.i64 v3+0
+    v6 = load.i64 v3+8
+    v7 = iadd v5, v6
+    return v7
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "load.i64"), 0, "{out}");
+    let elem = "\
+fn @main(i64, i64) -> i64 {
+b0(v0: i64, v1: i64):
+    v3 = alloc 16
+    store v0, v3+0
+    v4 = elemaddr v3, v1, 8
+    store v1, v4+0
+    v5 = load.i64 v3+0
+    return v5
+}
+";
+    let out = opt(elem);
+    assert_eq!(count(&out, "main", "load.i64"), 1, "{out}");
+}
