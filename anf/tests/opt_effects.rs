@@ -1001,3 +1001,52 @@ b0(v0: i64, v1: i64):
     let out = opt(elem);
     assert_eq!(count(&out, "main", "load.i64"), 1, "{out}");
 }
+
+/// `SINGLETON_MAP` of the unit tests (`opt::tests`), at its smallest: a one-key map made, set
+/// and added into `v0` (made first in its block), with `BETWEEN` after the `set`.
+fn singleton_map(between: &str) -> String {
+    format!(
+        "\
+extern fallible $nabla_map_new(i64, i64) -> ptr
+extern fallible $nabla_map_set(ptr, ptr, ptr) -> ()
+extern $nabla_map_get(ptr, ptr, ptr) -> bool
+extern fallible $nabla_map_add_scaled(ptr, ptr, i64, i64, i64) -> ()
+
+fn @main(ptr, i64, ptr, ptr, ptr) -> ptr {{
+b0(v0: ptr, v1: i64, v2: ptr, v3: ptr, v4: ptr):
+    v5 = call $nabla_map_new(v1, v1)
+    call $nabla_map_set(v5, v2, v3)
+{between}    call $nabla_map_add_scaled(v0, v5, v1, v1, v1)
+    return v0
+}}
+"
+    )
+}
+
+/// A one-key map only set and added is never built, also when it is made first in its block;
+/// one read in between (`nabla_map_get`) is built.
+#[test]
+fn singleton_maps_fuse_only_when_set_then_added() {
+    let out = opt(&singleton_map(""));
+    assert_eq!(count(&out, "main", "map_new"), 0, "{out}");
+    assert_eq!(count(&out, "main", "map_add_scaled_key(v0, v2, v3"), 1, "{out}");
+    let read = singleton_map("    v6 = call $nabla_map_get(v5, v2, v4)\n")
+        .replace("    call $nabla_map_set(v5, v2, v3)\n", "");
+    let out = opt(&read);
+    assert_eq!(count(&out, "main", "map_new"), 1, "{out}");
+    // Used after the `set` other than as the source of an addition: as its destination, or as
+    // the key of a bag insert.
+    for other in [
+        "    call $nabla_map_add_scaled(v5, v0, v1, v1, v1)\n",
+        "    call $nabla_bag_insert_scaled(v0, v5, v1, v1, v1)\n",
+    ] {
+        let text = singleton_map("")
+            .replace("    call $nabla_map_add_scaled(v0, v5, v1, v1, v1)\n", other)
+            .replace(
+                "extern $nabla_map_get(ptr, ptr, ptr) -> bool\n",
+                "extern $nabla_map_get(ptr, ptr, ptr) -> bool\nextern fallible $nabla_bag_insert_scaled(ptr, ptr, i64, i64, i64) -> ()\n",
+            );
+        let out = opt(&text);
+        assert_eq!(count(&out, "main", "map_new"), 1, "{other}:\n{out}");
+    }
+}
