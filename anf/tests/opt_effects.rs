@@ -1050,3 +1050,37 @@ fn singleton_maps_fuse_only_when_set_then_added() {
         assert_eq!(count(&out, "main", "map_new"), 1, "{other}:\n{out}");
     }
 }
+
+/// A store forwards to a load in a block it dominates, wherever the two stand in their blocks;
+/// a load before the store in its own block reads memory.
+#[test]
+fn forwarding_follows_dominance() {
+    let text = "\
+fn @main(i64, bool) -> i64 {
+b0(v0: i64, v1: bool):
+    v2 = alloc 8
+    v3 = iconst 1
+    v4 = iadd v0, v3
+    store v4, v2+0
+    brif v1, b1(v0), b1(v4)
+b1(v5: i64):
+    v6 = load.i64 v2+0
+    v7 = iadd v5, v6
+    return v7
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "load.i64"), 0, "{out}");
+    let before = "\
+fn @main(i64, ptr) -> i64 {
+b0(v0: i64, v1: ptr):
+    v2 = alloc 8
+    store v2, v1+0
+    v3 = load.i64 v2+0
+    store v0, v2+0
+    return v3
+}
+";
+    let out = opt(before);
+    assert_eq!(count(&out, "main", "load.i64"), 1, "{out}");
+}
