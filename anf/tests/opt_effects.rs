@@ -443,3 +443,644 @@ b0:
     assert_eq!(count(&out, "main", "ineg"), 0, "{out}");
     assert_eq!(count(&out, "main", "iconst -3"), 1, "{out}");
 }
+
+/// A support call without effects computed twice from the same operands is computed once, and
+/// it does not make a load after it read memory again.
+#[test]
+fn cse_merges_pure_support_calls() {
+    let text = "\
+extern $nabla_sin(f64) -> f64
+extern $nabla_pow(f64, f64) -> f64
+
+fn @main(ptr, f64) -> f64 {
+b0(v0: ptr, v1: f64):
+    v2 = load.f64 v0+0
+    v3 = call $nabla_sin(v1)
+    v4 = call $nabla_sin(v1)
+    v5 = call $nabla_pow(v1, v2)
+    v6 = call $nabla_pow(v1, v2)
+    v7 = load.f64 v0+0
+    v8 = fadd v3, v4
+    v9 = fadd v5, v6
+    v10 = fadd v8, v9
+    v11 = fadd v10, v7
+    return v11
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "nabla_sin"), 1, "{out}");
+    assert_eq!(count(&out, "main", "nabla_pow"), 1, "{out}");
+    assert_eq!(count(&out, "main", "load.f64"), 1, "{out}");
+}
+
+/// A record passed as a key to a support function that only reads it (`nabla_bag_insert`) is
+/// still forwarded: only the arguments of `WRITES_THROUGH` are written.
+#[test]
+fn records_read_by_support_functions_are_forwarded() {
+    let text = "\
+extern fallible $nabla_bag_insert(ptr, ptr, i64, i64) -> ()
+
+fn @main(ptr, i64) -> i64 {
+b0(v0: ptr, v1: i64):
+    v2 = alloc 8
+    store v1, v2+0
+    v3 = iconst 1
+    call $nabla_bag_insert(v0, v2, v3, v3)
+    v4 = load.i64 v2+0
+    return v4
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "load.i64"), 0, "{out}");
+}
+
+/// A store through a pointer a support function returned (here the copy compaction keeps of a
+/// collection, which may be the record itself) has an unknown target: a record passed there is
+/// read from memory afterwards. A store to a map's value slot (`nabla_arena_map_slot`, the
+/// runtime's memory) is known never to touch a record: an escaping record stays forwarded.
+#[test]
+fn writes_through_returned_pointers_are_unknown_except_map_slots() {
+    let text = "\
+extern $nabla_arena_keep_bag(ptr) -> ptr
+
+fn @main(i64) -> i64 {
+b0(v0: i64):
+    v1 = alloc 8
+    store v0, v1+0
+    v2 = call $nabla_arena_keep_bag(v1)
+    v3 = iconst 5
+    store v3, v2+0
+    v4 = load.i64 v1+0
+    return v4
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "load.i64"), 1, "{out}");
+    let slot = CLEAN_CALLEE
+        .replace(
+            "fn @reader(ptr, i64) -> () {",
+            "extern $nabla_arena_map_slot(i64, i64) -> ptr\n\nfn @reader(ptr, i64) -> () {",
+        )
+        .replace(
+            "    v6 = iconst 1\n",
+            "    v8 = call $nabla_arena_map_slot(v1, v2)\n    store v1, v8+0\n    v6 = iconst 1\n",
+        );
+    let out = opt(&slot);
+    assert_eq!(count(&out, "main", "load.i64"), 0, "{out}");
+}
+
+/// A tag is an `i64` constant (its index): comparisons of constant tags fold.
+#[test]
+fn comparisons_of_constant_tags_fold() {
+    let text = "\
+tag t0 = @k env()
+tag t1 = @k env()
+
+fn @main() -> bool {
+b0:
+    v0 = tag t0
+    v1 = tag t1
+    v2 = icmp eq v0, v1
+    v3 = icmp lt v0, v1
+    v4 = xor v2, v3
+    return v4
+}
+
+fn @k(ptr) -> () {
+b0(v0: ptr):
+    return
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "icmp"), 0, "{out}");
+    assert!(out.contains("bconst true"), "{out}");
+}
+
+/// A fresh bag filled with one insert and added into `v0`, with `BETWEEN` spliced in between
+/// the insert and the addition (`v1` another bag, `v2` a key record, `v3` a multiplicity, `v4`
+/// a site, `v5` a slot for a result).
+fn fresh_bag_into(between: &str) -> String {
+    format!(
+        "\
+extern fallible $nabla_bag_new(i64) -> ptr
+extern fallible $nabla_bag_insert(ptr, ptr, i64, i64) -> ()
+extern fallible $nabla_bag_insert_scaled(ptr, ptr, i64, i64, i64) -> ()
+extern fallible $nabla_bag_add_scaled(ptr, ptr, i64, i64) -> ()
+extern fallible $nabla_bag_add_into(ptr, ptr, i64) -> ()
+extern $nabla_bag_len(ptr) -> i64
+
+fn @main(ptr, ptr, ptr, i64, i64, ptr) -> ptr {{
+b0(v0: ptr, v1: ptr, v2: ptr, v3: i64, v4: i64, v5: ptr):
+    v6 = iconst 1
+    v7 = call $nabla_bag_new(v6)
+    call $nabla_bag_insert(v7, v2, v3, v4)
+{between}    call $nabla_bag_add_into(v0, v7, v4)
+    return v0
+}}
+"
+    )
+}
+
+/// Fusion moves the fresh bag's inserts to the destination before the addition: other
+/// accumulations into the destination in between commute with them, but anything reading the
+/// destination there (its length, adding it to itself or into another bag, using it as a key)
+/// would see the inserts too early.
+#[test]
+fn fusion_allows_accumulations_into_the_destination_meanwhile_and_nothing_else() {
+    let accumulations = "    call $nabla_bag_insert(v0, v2, v3, v4)
+    call $nabla_bag_insert_scaled(v0, v2, v3, v3, v4)
+    call $nabla_bag_add_scaled(v0, v1, v3, v4)
+    call $nabla_bag_add_into(v0, v1, v4)
+";
+    let out = opt(&fresh_bag_into(accumulations));
+    assert_eq!(count(&out, "main", "bag_new"), 0, "{out}");
+    assert_eq!(count(&out, "main", "bag_insert(v0"), 2, "{out}");
+    for read in [
+        "    v8 = call $nabla_bag_len(v0)\n    store v8, v5+0\n",
+        "    call $nabla_bag_insert(v0, v0, v3, v4)\n",
+        "    call $nabla_bag_add_scaled(v0, v0, v3, v4)\n",
+        "    call $nabla_bag_add_scaled(v1, v0, v3, v4)\n",
+        "    call $nabla_bag_add_into(v0, v0, v4)\n",
+        "    call $nabla_bag_add_into(v1, v0, v4)\n",
+    ] {
+        let out = opt(&fresh_bag_into(read));
+        assert_eq!(count(&out, "main", "bag_new"), 1, "{read}:\n{out}");
+    }
+}
+
+/// `main(v0: i64, v1: bool, v2: f64)` computing `BODY` and returning `RESULT` of type `TY`,
+/// optimised.
+fn folded(body: &str, ty: &str, result: &str) -> String {
+    opt(&format!(
+        "\
+fn @main(i64, bool, f64) -> {ty} {{
+b0(v0: i64, v1: bool, v2: f64):
+{body}    return {result}
+}}
+"
+    ))
+}
+
+/// Every constant operation `fold` knows and every identity it uses: the operation goes, and
+/// the function returns the constant it computes (or the operand the identity names). A
+/// division or remainder by zero fails at run time and stays; `i64::MIN / -1` wraps (it must
+/// not overflow in the optimiser either).
+#[test]
+fn constant_operations_and_identities_fold() {
+    let int = |n: i64| format!("    v3 = iconst {n}\n    return v3\n");
+    let boolean = |b: bool| format!("    v3 = bconst {b}\n    return v3\n");
+    let cases: Vec<(&str, &str, &str, String)> = vec![
+        // Unary operations.
+        ("    v10 = bconst true\n    v11 = not v10\n", "bool", "not", boolean(false)),
+        ("    v10 = bconst true\n    v11 = btoi v10\n", "i64", "btoi", int(1)),
+        ("    v10 = iconst 3\n    v11 = itof v10\n", "f64", "itof", "    v3 = fconst 3.0\n    return v3\n".into()),
+        // Integer operations.
+        ("    v10 = iconst 7\n    v12 = iconst 5\n    v11 = iadd v10, v12\n", "i64", "iadd", int(12)),
+        ("    v10 = iconst 7\n    v12 = iconst 5\n    v11 = isub v10, v12\n", "i64", "isub", int(2)),
+        ("    v10 = iconst 7\n    v12 = iconst 5\n    v11 = imul v10, v12\n", "i64", "imul", int(35)),
+        ("    v10 = iconst -7\n    v12 = iconst 2\n    v11 = sdiv v10, v12\n", "i64", "sdiv", int(-3)),
+        ("    v10 = iconst -7\n    v12 = iconst 2\n    v11 = srem v10, v12\n", "i64", "srem", int(-1)),
+        ("    v10 = iconst 7\n    v12 = iconst -1\n    v11 = sdiv v10, v12\n", "i64", "sdiv", int(-7)),
+        ("    v10 = iconst 7\n    v12 = iconst -1\n    v11 = srem v10, v12\n", "i64", "srem", int(0)),
+        (
+            "    v10 = iconst -9223372036854775808\n    v12 = iconst -1\n    v11 = sdiv v10, v12\n",
+            "i64",
+            "sdiv",
+            int(i64::MIN),
+        ),
+        (
+            "    v10 = iconst -9223372036854775808\n    v12 = iconst -1\n    v11 = srem v10, v12\n",
+            "i64",
+            "srem",
+            int(0),
+        ),
+        // Boolean operations.
+        ("    v10 = bconst true\n    v12 = bconst false\n    v11 = and v10, v12\n", "bool", "and", boolean(false)),
+        ("    v10 = bconst true\n    v12 = bconst false\n    v11 = or v10, v12\n", "bool", "or", boolean(true)),
+        ("    v10 = bconst true\n    v12 = bconst true\n    v11 = xor v10, v12\n", "bool", "xor", boolean(false)),
+        // Identities.
+        ("    v10 = iconst 0\n    v11 = iadd v0, v10\n", "i64", "iadd", "    return v0\n".into()),
+        ("    v10 = iconst 0\n    v11 = isub v0, v10\n", "i64", "isub", "    return v0\n".into()),
+        ("    v10 = iconst 0\n    v11 = iadd v10, v0\n", "i64", "iadd", "    return v0\n".into()),
+        ("    v10 = iconst 1\n    v11 = imul v0, v10\n", "i64", "imul", "    return v0\n".into()),
+        ("    v10 = iconst 1\n    v11 = imul v10, v0\n", "i64", "imul", "    return v0\n".into()),
+        ("    v10 = bconst true\n    v11 = and v1, v10\n", "bool", "and", "    return v1\n".into()),
+        ("    v10 = bconst false\n    v11 = or v1, v10\n", "bool", "or", "    return v1\n".into()),
+        ("    v10 = bconst true\n    v11 = and v10, v1\n", "bool", "and", "    return v1\n".into()),
+        ("    v10 = bconst false\n    v11 = or v10, v1\n", "bool", "or", "    return v1\n".into()),
+        // Comparisons: of a value with itself, of integer and of boolean constants.
+        ("    v11 = icmp eq v0, v0\n", "bool", "icmp", boolean(true)),
+        ("    v11 = icmp le v0, v0\n", "bool", "icmp", boolean(true)),
+        ("    v11 = icmp ge v0, v0\n", "bool", "icmp", boolean(true)),
+        ("    v11 = icmp ne v0, v0\n", "bool", "icmp", boolean(false)),
+        ("    v11 = icmp lt v0, v0\n", "bool", "icmp", boolean(false)),
+        ("    v11 = icmp gt v0, v0\n", "bool", "icmp", boolean(false)),
+        ("    v10 = iconst 2\n    v12 = iconst 3\n    v11 = icmp eq v10, v12\n", "bool", "icmp", boolean(false)),
+        ("    v10 = iconst 2\n    v12 = iconst 3\n    v11 = icmp ne v10, v12\n", "bool", "icmp", boolean(true)),
+        ("    v10 = iconst 2\n    v12 = iconst 3\n    v11 = icmp lt v10, v12\n", "bool", "icmp", boolean(true)),
+        ("    v10 = iconst 3\n    v12 = iconst 3\n    v11 = icmp le v10, v12\n", "bool", "icmp", boolean(true)),
+        ("    v10 = iconst 2\n    v12 = iconst 3\n    v11 = icmp gt v10, v12\n", "bool", "icmp", boolean(false)),
+        ("    v10 = iconst 3\n    v12 = iconst 3\n    v11 = icmp ge v10, v12\n", "bool", "icmp", boolean(true)),
+        ("    v10 = iconst 3\n    v12 = iconst 3\n    v11 = icmp eq v10, v12\n", "bool", "icmp", boolean(true)),
+        ("    v10 = iconst 3\n    v12 = iconst 3\n    v11 = icmp ne v10, v12\n", "bool", "icmp", boolean(false)),
+        ("    v10 = iconst 3\n    v12 = iconst 3\n    v11 = icmp lt v10, v12\n", "bool", "icmp", boolean(false)),
+        ("    v10 = iconst 3\n    v12 = iconst 2\n    v11 = icmp le v10, v12\n", "bool", "icmp", boolean(false)),
+        ("    v10 = iconst 3\n    v12 = iconst 2\n    v11 = icmp gt v10, v12\n", "bool", "icmp", boolean(true)),
+        ("    v10 = iconst 3\n    v12 = iconst 3\n    v11 = icmp gt v10, v12\n", "bool", "icmp", boolean(false)),
+        ("    v10 = iconst 2\n    v12 = iconst 3\n    v11 = icmp ge v10, v12\n", "bool", "icmp", boolean(false)),
+        ("    v10 = bconst true\n    v12 = bconst true\n    v11 = icmp eq v10, v12\n", "bool", "icmp", boolean(true)),
+        ("    v10 = bconst true\n    v12 = bconst true\n    v11 = icmp ne v10, v12\n", "bool", "icmp", boolean(false)),
+        ("    v10 = bconst true\n    v12 = bconst false\n    v11 = icmp eq v10, v12\n", "bool", "icmp", boolean(false)),
+        ("    v10 = bconst true\n    v12 = bconst false\n    v11 = icmp ne v10, v12\n", "bool", "icmp", boolean(true)),
+        // An array's length is the one it was made with.
+        ("    v12 = newarray v0, 8\n    v11 = arraylen v12\n", "i64", "arraylen", "    return v0\n".into()),
+        // Selects: of one value twice, on a constant condition.
+        ("    v11 = select.i64 v1, v0, v0\n", "i64", "select", "    return v0\n".into()),
+        (
+            "    v10 = bconst true\n    v12 = iconst 5\n    v11 = select.i64 v10, v0, v12\n",
+            "i64",
+            "select",
+            "    return v0\n".into(),
+        ),
+        (
+            "    v10 = bconst false\n    v12 = iconst 5\n    v11 = select.i64 v10, v12, v0\n",
+            "i64",
+            "select",
+            "    return v0\n".into(),
+        ),
+    ];
+    for (body, ty, op, want) in cases {
+        let out = folded(body, ty, "v11");
+        assert_eq!(count(&out, "main", &format!(" {op} ")), 0, "{body}:\n{out}");
+        assert!(out.contains(&want), "{body}: expected\n{want}in\n{out}");
+    }
+    // Division and remainder by zero stay: they fail at run time.
+    for (body, ty, op) in [
+        ("    v10 = iconst 7\n    v12 = iconst 0\n    v11 = sdiv v10, v12\n", "i64", "sdiv"),
+        ("    v10 = iconst 7\n    v12 = iconst 0\n    v11 = srem v10, v12\n", "i64", "srem"),
+    ] {
+        let out = folded(body, ty, "v11");
+        assert_eq!(count(&out, "main", &format!(" {op} ")), 1, "{body}:\n{out}");
+    }
+}
+
+/// `fresh_bag_into`'s declarations and parameters with `BODY` as the function's code (the
+/// fresh bag is made by `BODY`).
+fn bag_body(body: &str) -> String {
+    let text = fresh_bag_into("");
+    let start = text.find("b0(").expect("an entry block");
+    format!("{}{}\n}}\n", &text[..start], body)
+}
+
+/// The fresh bag must be used only by its inserts and the one addition: one read before the
+/// addition (its length, a comparison), or never added at all, keeps it.
+#[test]
+fn fusion_keeps_fresh_bags_that_are_read() {
+    for read in [
+        "    v8 = call $nabla_bag_len(v7)\n    store v8, v5+0\n",
+        "    v8 = call $nabla_bag_eq(v0, v7)\n    store v8, v5+0\n",
+    ] {
+        let text = fresh_bag_into(read).replace(
+            "extern $nabla_bag_len(ptr) -> i64\n",
+            "extern $nabla_bag_len(ptr) -> i64\nextern $nabla_bag_eq(ptr, ptr) -> bool\n",
+        );
+        let out = opt(&text);
+        assert_eq!(count(&out, "main", "bag_new"), 1, "{read}:\n{out}");
+    }
+    for read in [
+        "    v8 = call $nabla_bag_len(v7)\n    store v8, v5+0\n",
+        "    v8 = call $nabla_bag_eq(v0, v7)\n    store v8, v5+0\n",
+    ] {
+        let never_added = fresh_bag_into(read).replace("    call $nabla_bag_add_into(v0, v7, v4)\n", "").replace(
+            "extern $nabla_bag_len(ptr) -> i64\n",
+            "extern $nabla_bag_len(ptr) -> i64\nextern $nabla_bag_eq(ptr, ptr) -> bool\n",
+        );
+        let out = opt(&never_added);
+        assert_eq!(count(&out, "main", "bag_new"), 1, "{read}:\n{out}");
+        assert_eq!(count(&out, "main", "bag_insert(v"), 1, "{read}:\n{out}");
+    }
+}
+
+/// Inserts already scaled (an inner bag fused earlier) are fused again: their factor times the
+/// addition's scale is made with `nabla_mul_checked`. Fusion declares only the support
+/// functions its output calls.
+#[test]
+fn fusion_of_scaled_inserts_and_the_support_functions_it_declares() {
+    let scaled = bag_body(
+        "\
+b0(v0: ptr, v1: ptr, v2: ptr, v3: i64, v4: i64, v5: ptr):
+    v6 = iconst 1
+    v8 = iadd v3, v6
+    v7 = call $nabla_bag_new(v6)
+    call $nabla_bag_insert_scaled(v7, v2, v3, v3, v4)
+    call $nabla_bag_add_scaled(v0, v7, v8, v4)
+    return v0",
+    )
+    .replace("extern $nabla_bag_len(ptr) -> i64\n", "");
+    let out = opt(&scaled);
+    assert_eq!(count(&out, "main", "bag_new"), 0, "{out}");
+    assert_eq!(count(&out, "main", "nabla_mul_checked(v3, v3, v4)"), 1, "{out}");
+    assert_eq!(count(&out, "main", "bag_insert_scaled(v0, v2"), 1, "{out}");
+    // An unscaled addition of plain inserts needs neither the scaled insert nor the product.
+    let plain =
+        fresh_bag_into("").replace("extern fallible $nabla_bag_insert_scaled(ptr, ptr, i64, i64, i64) -> ()\n", "");
+    let out = opt(&plain);
+    assert_eq!(count(&out, "main", "bag_new"), 0, "{out}");
+    assert!(!out.contains("insert_scaled") && !out.contains("mul_checked"), "{out}");
+    // A scaled addition of plain inserts needs the scaled insert, not the product.
+    let out = opt(&plain.replace("call $nabla_bag_add_into(v0, v7, v4)", "call $nabla_bag_add_scaled(v0, v7, v3, v4)"));
+    assert_eq!(count(&out, "main", "bag_insert_scaled(v0, v2, v3, v3, v4)"), 1, "{out}");
+    assert!(!out.contains("mul_checked"), "{out}");
+    // A module that declares only one of the two additions fuses it.
+    let only_add_into = plain.replace("extern fallible $nabla_bag_add_scaled(ptr, ptr, i64, i64) -> ()\n", "");
+    assert_eq!(count(&opt(&only_add_into), "main", "bag_new"), 0);
+}
+
+/// The destination, the scale and the site must be available at every insert: a value of a
+/// dominating block is, wherever it stands there; one made after the insert in its own block is
+/// not (fusing would use it before its definition); a constant site is made again before the
+/// insert.
+#[test]
+fn fusion_uses_only_values_available_at_the_inserts() {
+    let across_blocks = bag_body(
+        "\
+b0(v0: ptr, v1: ptr, v2: ptr, v3: i64, v4: i64, v5: ptr):
+    v6 = iconst 1
+    v8 = load.ptr v5+0
+    v9 = iadd v3, v3
+    v20 = call $nabla_bag_len(v8)
+    v21 = icmp lt v20, v3
+    v7 = call $nabla_bag_new(v6)
+    brif v21, b1(v3), b1(v9)
+b1(v10: i64):
+    call $nabla_bag_insert(v7, v2, v10, v4)
+    call $nabla_bag_add_scaled(v8, v7, v9, v4)
+    return v8",
+    );
+    let out = opt(&across_blocks);
+    assert_eq!(count(&out, "main", "bag_new"), 0, "{out}");
+    // The scale is computed after the insert (`opt` verifies the output).
+    let late_scale = bag_body(
+        "\
+b0(v0: ptr, v1: ptr, v2: ptr, v3: i64, v4: i64, v5: ptr):
+    v6 = iconst 1
+    v7 = call $nabla_bag_new(v6)
+    call $nabla_bag_insert(v7, v2, v3, v4)
+    v8 = iadd v3, v6
+    call $nabla_bag_add_scaled(v0, v7, v8, v4)
+    return v0",
+    );
+    opt(&late_scale);
+    let late_site = bag_body(
+        "\
+b0(v0: ptr, v1: ptr, v2: ptr, v3: i64, v4: i64, v5: ptr):
+    v6 = iconst 1
+    v7 = call $nabla_bag_new(v6)
+    call $nabla_bag_insert(v7, v2, v3, v4)
+    v8 = iconst 42
+    call $nabla_bag_add_into(v0, v7, v8)
+    return v0",
+    );
+    let out = opt(&late_site);
+    assert_eq!(count(&out, "main", "bag_new"), 0, "{out}");
+    assert_eq!(count(&out, "main", "iconst 42"), 1, "{out}");
+}
+
+/// A bag made and filled in one block and added in another is fused, whatever reads the
+/// destination before the creation; a read of the destination after the creation, in the
+/// creation's block, stops it.
+#[test]
+fn fusion_spans_blocks() {
+    let text = |read: &str| {
+        bag_body(&format!(
+            "\
+b0(v0: ptr, v1: ptr, v2: ptr, v3: i64, v4: i64, v5: ptr):
+    v22 = call $nabla_bag_eq(v0, v1)
+    store v22, v5+16
+    v6 = iconst 1
+    v7 = call $nabla_bag_new(v6)
+    call $nabla_bag_insert(v7, v2, v3, v4)
+{read}    v9 = iadd v3, v3
+    v20 = icmp lt v3, v4
+    brif v20, b1(v3), b1(v9)
+b1(v10: i64):
+    store v10, v5+0
+    call $nabla_bag_add_into(v0, v7, v4)
+    return v0"
+        ))
+        .replace(
+            "extern $nabla_bag_len(ptr) -> i64\n",
+            "extern $nabla_bag_len(ptr) -> i64\nextern $nabla_bag_eq(ptr, ptr) -> bool\n",
+        )
+    };
+    let out = opt(&text(""));
+    assert_eq!(count(&out, "main", "bag_new"), 0, "{out}");
+    let out = opt(&text("    v21 = call $nabla_bag_len(v0)\n    store v21, v5+8\n"));
+    assert_eq!(count(&out, "main", "bag_new"), 1, "{out}");
+}
+
+/// The addition reached from the creation through either arm of a branch, and followed by more
+/// code, is fused; a bag made before a loop that adds it in every iteration (and inserts into it
+/// again after each addition) is not: the fused inserts would be added once instead of once per
+/// later addition.
+#[test]
+fn fusion_needs_one_addition_per_creation() {
+    let diamond = bag_body(
+        "\
+b0(v0: ptr, v1: ptr, v2: ptr, v3: i64, v4: i64, v5: ptr):
+    v6 = iconst 1
+    v7 = call $nabla_bag_new(v6)
+    call $nabla_bag_insert(v7, v2, v3, v4)
+    v9 = iadd v3, v3
+    v20 = icmp lt v3, v4
+    brif v20, b1, b2
+b1:
+    store v3, v5+8
+    jump b3(v3)
+b2:
+    store v9, v5+8
+    jump b3(v9)
+b3(v10: i64):
+    call $nabla_bag_add_into(v0, v7, v4)
+    v21 = icmp lt v10, v4
+    brif v21, b4(v3), b4(v9)
+b4(v11: i64):
+    store v11, v5+0
+    return v0",
+    );
+    let out = opt(&diamond);
+    assert_eq!(count(&out, "main", "bag_new"), 0, "{out}");
+    let looped = bag_body(
+        "\
+b0(v0: ptr, v1: ptr, v2: ptr, v3: i64, v4: i64, v5: ptr):
+    v6 = iconst 1
+    v7 = call $nabla_bag_new(v6)
+    v8 = iconst 0
+    jump b1(v8)
+b1(v10: i64):
+    call $nabla_bag_insert(v7, v2, v10, v4)
+    call $nabla_bag_add_into(v0, v7, v4)
+    v11 = iadd v10, v6
+    v12 = icmp lt v11, v3
+    brif v12, b1(v11), b2
+b2:
+    return v0",
+    );
+    let out = opt(&looped);
+    assert_eq!(count(&out, "main", "bag_new"), 1, "{out}");
+    assert_eq!(count(&out, "main", "add_into"), 1, "{out}");
+}
+
+/// A fresh bag with a plain and a scaled insert (its factor computed just before it), added
+/// scaled: the plain insert is scaled by the addition's factor, the scaled one's product is made
+/// right before it; added unscaled, the scaled insert keeps its factor and its own site.
+#[test]
+fn fusion_rewrites_plain_and_scaled_inserts() {
+    let text = |addition: &str| {
+        bag_body(&format!(
+            "\
+b0(v0: ptr, v1: ptr, v2: ptr, v3: i64, v4: i64, v5: ptr):
+    v6 = iconst 1
+    v8 = iadd v3, v6
+    v7 = call $nabla_bag_new(v6)
+    call $nabla_bag_insert(v7, v2, v3, v4)
+    v9 = iadd v3, v3
+    call $nabla_bag_insert_scaled(v7, v2, v3, v9, v8)
+{addition}
+    return v0"
+        ))
+        .replace(
+            "extern $nabla_bag_len(ptr) -> i64\n",
+            "extern $nabla_bag_len(ptr) -> i64\nextern fallible $nabla_mul_checked(i64, i64, i64) -> i64\n",
+        )
+    };
+    let out = opt(&text("    call $nabla_bag_add_scaled(v0, v7, v8, v4)"));
+    assert_eq!(count(&out, "main", "bag_new"), 0, "{out}");
+    assert_eq!(count(&out, "main", "nabla_mul_checked("), 1, "{out}");
+    assert_eq!(count(&out, "main", "bag_insert_scaled(v0"), 2, "{out}");
+    let out = opt(&text("    call $nabla_bag_add_into(v0, v7, v4)"));
+    assert_eq!(count(&out, "main", "bag_new"), 0, "{out}");
+    assert_eq!(count(&out, "main", "nabla_mul_checked("), 0, "{out}");
+    assert_eq!(count(&out, "main", "bag_insert(v0"), 1, "{out}");
+    assert_eq!(count(&out, "main", "bag_insert_scaled(v0"), 1, "{out}");
+}
+
+/// In a clean module, every field of a record is forwarded, also when the record is itself
+/// stored into another record; an element address into a record (a write forwarding cannot
+/// see) disqualifies it.
+#[test]
+fn forwarding_reads_every_field_and_distrusts_element_addresses() {
+    let text = "\
+fn @main(i64, i64, ptr) -> i64 {
+b0(v0: i64, v1: i64, v2: ptr):
+    v3 = alloc 16
+    store v0, v3+0
+    store v1, v3+8
+    v4 = alloc 8
+    store v3, v4+0
+    store v4, v2+0
+    v5 = load.i64 v3+0
+    v6 = load.i64 v3+8
+    v7 = iadd v5, v6
+    return v7
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "load.i64"), 0, "{out}");
+    let elem = "\
+fn @main(i64, i64) -> i64 {
+b0(v0: i64, v1: i64):
+    v3 = alloc 16
+    store v0, v3+0
+    v4 = elemaddr v3, v1, 8
+    store v1, v4+0
+    v5 = load.i64 v3+0
+    return v5
+}
+";
+    let out = opt(elem);
+    assert_eq!(count(&out, "main", "load.i64"), 1, "{out}");
+}
+
+/// `SINGLETON_MAP` of the unit tests (`opt::tests`), at its smallest: a one-key map made, set
+/// and added into `v0` (made first in its block), with `BETWEEN` after the `set`.
+fn singleton_map(between: &str) -> String {
+    format!(
+        "\
+extern fallible $nabla_map_new(i64, i64) -> ptr
+extern fallible $nabla_map_set(ptr, ptr, ptr) -> ()
+extern $nabla_map_get(ptr, ptr, ptr) -> bool
+extern fallible $nabla_map_add_scaled(ptr, ptr, i64, i64, i64) -> ()
+
+fn @main(ptr, i64, ptr, ptr, ptr) -> ptr {{
+b0(v0: ptr, v1: i64, v2: ptr, v3: ptr, v4: ptr):
+    v5 = call $nabla_map_new(v1, v1)
+    call $nabla_map_set(v5, v2, v3)
+{between}    call $nabla_map_add_scaled(v0, v5, v1, v1, v1)
+    return v0
+}}
+"
+    )
+}
+
+/// A one-key map only set and added is never built, also when it is made first in its block;
+/// one read in between (`nabla_map_get`) is built.
+#[test]
+fn singleton_maps_fuse_only_when_set_then_added() {
+    let out = opt(&singleton_map(""));
+    assert_eq!(count(&out, "main", "map_new"), 0, "{out}");
+    assert_eq!(count(&out, "main", "map_add_scaled_key(v0, v2, v3"), 1, "{out}");
+    let read = singleton_map("    v6 = call $nabla_map_get(v5, v2, v4)\n")
+        .replace("    call $nabla_map_set(v5, v2, v3)\n", "");
+    let out = opt(&read);
+    assert_eq!(count(&out, "main", "map_new"), 1, "{out}");
+    // Used after the `set` other than as the source of an addition: as its destination, or as
+    // the key of a bag insert.
+    for other in [
+        "    call $nabla_map_add_scaled(v5, v0, v1, v1, v1)\n",
+        "    call $nabla_bag_insert_scaled(v0, v5, v1, v1, v1)\n",
+    ] {
+        let text = singleton_map("")
+            .replace("    call $nabla_map_add_scaled(v0, v5, v1, v1, v1)\n", other)
+            .replace(
+                "extern $nabla_map_get(ptr, ptr, ptr) -> bool\n",
+                "extern $nabla_map_get(ptr, ptr, ptr) -> bool\nextern fallible $nabla_bag_insert_scaled(ptr, ptr, i64, i64, i64) -> ()\n",
+            );
+        let out = opt(&text);
+        assert_eq!(count(&out, "main", "map_new"), 1, "{other}:\n{out}");
+    }
+}
+
+/// A store forwards to a load in a block it dominates, wherever the two stand in their blocks;
+/// a load before the store in its own block reads memory.
+#[test]
+fn forwarding_follows_dominance() {
+    let text = "\
+fn @main(i64, bool) -> i64 {
+b0(v0: i64, v1: bool):
+    v2 = alloc 8
+    v3 = iconst 1
+    v4 = iadd v0, v3
+    store v4, v2+0
+    brif v1, b1(v0), b1(v4)
+b1(v5: i64):
+    v6 = load.i64 v2+0
+    v7 = iadd v5, v6
+    return v7
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "load.i64"), 0, "{out}");
+    let before = "\
+fn @main(i64, ptr) -> i64 {
+b0(v0: i64, v1: ptr):
+    v2 = alloc 8
+    store v2, v1+0
+    v3 = load.i64 v2+0
+    store v0, v2+0
+    return v3
+}
+";
+    let out = opt(before);
+    assert_eq!(count(&out, "main", "load.i64"), 1, "{out}");
+}
