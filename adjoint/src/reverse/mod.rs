@@ -1077,6 +1077,7 @@ impl<'m> Transform<'m> {
             unread: Vec::new(),
             rows: FxHashMap::default(),
             lens: FxHashMap::default(),
+            builds: FxHashMap::default(),
             sums: summed_producers(&binds, &res),
             summed: FxHashMap::default(),
             units: FxHashMap::default(),
@@ -1207,6 +1208,10 @@ struct Ad<'a, 'm> {
     /// adjoint takes its length from there, so a loop body recomputed for its reverse need not
     /// rebuild the array only to measure it.
     lens: FxHashMap<LocalId, E>,
+    /// `z = build n f` with `f` a known λ that cannot fail (`total_lam`): `z ↦ f`. A loop over
+    /// `z` reads element i as `f i` in its reverse (and taping) body, so the array is read only
+    /// by the primal loop, which lowering then fuses with the `build` (no array made).
+    builds: FxHashMap<LocalId, E>,
     /// Top-level `z = build n f` / `map f xs` / `zipWith f xs ys` whose only use is `s = sum z`:
     /// `z ↦ s` (see [`Ad::fused_forward`]).
     sums: FxHashMap<LocalId, LocalId>,
@@ -1312,20 +1317,25 @@ impl Ad<'_, '_> {
             let mut fv = FxHashSet::default();
             free_locals(rhs, &mut fv);
             let active = !b.ty.is_discrete() && fv.iter().any(|v| self.active.contains(v));
-            if active {
-                if let (ExprKind::Var(_, VarRef::Builtin(bi)), [a0, a1, ..]) =
-                    (&anf::anormal::spine(rhs).0.kind, anf::anormal::spine(rhs).1.as_slice())
-                {
-                    match bi {
-                        Builtin::Build => {
-                            self.lens.insert(b.id, (*a0).clone());
+            if let (ExprKind::Var(_, VarRef::Builtin(bi)), [a0, a1, ..]) =
+                (&anf::anormal::spine(rhs).0.kind, anf::anormal::spine(rhs).1.as_slice())
+            {
+                match bi {
+                    Builtin::Build => {
+                        self.lens.insert(b.id, (*a0).clone());
+                        if !active {
+                            if let Some(l) = self.lam_of(a1).ok().filter(|l| total_lam(l)) {
+                                self.builds.insert(b.id, l);
+                            }
                         }
-                        Builtin::Map | Builtin::ZipWith => {
-                            self.lens.insert(b.id, (*a1).clone());
-                        }
-                        _ => {}
                     }
+                    Builtin::Map | Builtin::ZipWith => {
+                        self.lens.insert(b.id, (*a1).clone());
+                    }
+                    _ => {}
                 }
+            }
+            if active {
                 match &rhs.kind {
                     ExprKind::Index(x, i) if is_nested(&x.ty) && self.is_active(x) => {
                         self.rows.insert(b.id, (x.clone(), i.clone()));
@@ -2254,6 +2264,22 @@ impl Ad<'_, '_> {
         Ok(true)
     }
 
+    /// Element `i` of the array atom `xs` for a loop body, as bindings pushed on `binds`: `f i`
+    /// (a fresh copy of f's body) when `xs = build n f` with f total (see `builds`), else the read
+    /// `xs.[i]`. The atom of the element.
+    fn element(&mut self, binds: &mut Vec<Bind>, xs: &E, i: &E) -> R<E> {
+        if let Some(l) = local(xs).and_then(|id| self.builds.get(&id).cloned()) {
+            let (ps, bb, res) = self.fresh_lam(&l, 1)?;
+            self.bind_pat(binds, &ps[0], i.clone())?;
+            binds.extend(bb);
+            return Ok(res);
+        }
+        let id = self.t.fresh();
+        let rhs = index(xs, i);
+        binds.push(Bind { id, name: "x".into(), ty: rhs.ty.clone(), rhs });
+        Ok(var(id, &"x".into(), &binds.last().unwrap().ty))
+    }
+
     /// `if c then (let _ = rhs in ()) else ()` for the binding `b = rhs`: when `c` says the
     /// builtin `rhs` fails before it calls its function (a negative size, unequal lengths), it is
     /// run, so that its own error, at its own site, comes before anything the transform put
@@ -2463,7 +2489,7 @@ impl Ad<'_, '_> {
         let lamf = self.lam_of(f)?;
         let arity = if fold { 2 } else { 1 };
         let n = match &xs {
-            Some(xs) => self.emit(out, "n", call(Builtin::Len, std::slice::from_ref(xs), Type::Int)),
+            Some(xs) => self.len_of(out, xs),
             None => args[0].clone(),
         };
         let bty = b.ty.clone();
@@ -2543,10 +2569,7 @@ impl Ad<'_, '_> {
             part_ids = parts.iter().filter_map(local).collect();
             ad.bind_pat(&mut binds, &ps[0], a.clone())?;
             if let Some(xs) = &xs {
-                let id = ad.t.fresh();
-                let rhs = index(xs, i);
-                binds.push(Bind { id, name: "x".into(), ty: rhs.ty.clone(), rhs });
-                let x = var(id, &"x".into(), &binds.last().unwrap().ty);
+                let x = ad.element(&mut binds, xs, i)?;
                 ad.bind_pat(&mut binds, &ps[1], x)?;
             }
             binds.extend(bb);
@@ -2613,7 +2636,7 @@ impl Ad<'_, '_> {
             let mut binds = Vec::new();
             self.bind_pat(&mut binds, &ps[0], acc)?;
             if let Some(xs) = &xs {
-                let x = self.emit(&mut bo, "x", index(xs, &k));
+                let x = self.element(&mut bo, xs, &k)?;
                 self.bind_pat(&mut binds, &ps[1], x)?;
             }
             binds.extend(bb);
@@ -2816,4 +2839,31 @@ fn summed_producers(binds: &[Bind], res: &E) -> FxHashMap<LocalId, LocalId> {
         }
     }
     out
+}
+
+/// A λ whose body cannot fail or loop (integer and Real arithmetic other than Int `/` and `%`,
+/// Real primitives, comparisons, tuples and projections of atoms): recomputing its application
+/// instead of reading an array it filled changes no error.
+fn total_lam(l: &E) -> bool {
+    fn total(e: &E) -> bool {
+        match &strip(e).kind {
+            ExprKind::Var(..) | ExprKind::Lit(_) => true,
+            ExprKind::Lam(_, b) => total(b),
+            ExprKind::Let(_, a, b) => total(a) && total(b),
+            ExprKind::Tuple(xs) => xs.iter().all(total),
+            ExprKind::Proj(a, _) | ExprKind::Neg(a) | ExprKind::Not(a) => total(a),
+            ExprKind::Bin(op, a, b) => {
+                let int_div = matches!(op, BinOp::Div | BinOp::Rem) && a.ty == Type::Int;
+                !int_div && !matches!(op, BinOp::Oplus | BinOp::Ominus | BinOp::Pow) && total(a) && total(b)
+            }
+            ExprKind::App(..) => {
+                let (h, args) = anf::anormal::spine(e);
+                let prim = matches!(&strip(h).kind, ExprKind::Var(_, VarRef::Builtin(b))
+                    if args.len() == b.arity() && (*b == Builtin::ToReal || rules::is_real_prim(Prim::Builtin(*b))));
+                prim && args.iter().all(|a| total(a))
+            }
+            _ => false,
+        }
+    }
+    matches!(strip(l).kind, ExprKind::Lam(..)) && total(l)
 }
