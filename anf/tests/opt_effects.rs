@@ -1084,3 +1084,78 @@ b0(v0: i64, v1: ptr):
     let out = opt(before);
     assert_eq!(count(&out, "main", "load.i64"), 1, "{out}");
 }
+
+/// A branch on an unknown condition whose two edges are the same becomes a jump (and the
+/// blocks merge); a `switch` with one case takes it; one on an unknown tag with two cases stays.
+#[test]
+fn branches_with_one_destination_become_jumps() {
+    let same = "\
+fn @main(i64, bool) -> i64 {
+b0(v0: i64, v1: bool):
+    brif v1, b1(v0), b1(v0)
+b1(v2: i64):
+    v3 = imul v2, v2
+    return v3
+}
+";
+    let out = opt(same);
+    assert_eq!(count(&out, "main", "brif"), 0, "{out}");
+    assert_eq!(out.matches("\nb").count(), 1, "one block is left:\n{out}");
+    let switch = |cases: &str| {
+        format!(
+            "\
+tag t0 = @k env()
+tag t1 = @k env()
+
+fn @main(i64, i64) -> i64 {{
+b0(v0: i64, v1: i64):
+    switch v0, [{cases}]
+b1:
+    v2 = imul v1, v1
+    return v2
+b2:
+    v3 = iadd v1, v1
+    return v3
+}}
+
+fn @k(ptr) -> () {{
+b0(v0: ptr):
+    return
+}}
+"
+        )
+    };
+    let out = opt(&switch("t1: b2"));
+    assert_eq!(count(&out, "main", "switch"), 0, "{out}");
+    assert_eq!(count(&out, "main", "iadd v1, v1"), 1, "{out}");
+    assert_eq!(count(&out, "main", "imul"), 0, "{out}");
+    let out = opt(&switch("t0: b1, t1: b2"));
+    assert_eq!(count(&out, "main", "switch v0, [t0: b1, t1: b2]"), 1, "{out}");
+    assert_eq!(count(&out, "main", "imul v1, v1"), 1, "{out}");
+    assert_eq!(count(&out, "main", "iadd v1, v1"), 1, "{out}");
+}
+
+/// `big` (61 instructions after its own simplification) called once from a 2-instruction
+/// `main`: with calls inlined only by the single-call-site rule, it is inlined exactly when the
+/// two sizes together stay within `max_size`.
+#[test]
+fn single_call_sites_are_inlined_while_the_sum_of_sizes_fits() {
+    let mut body = String::new();
+    for i in 0..60 {
+        body.push_str(&format!("    v{} = iadd v{}, v0\n", i + 1, i));
+    }
+    let text = format!(
+        "fn @main(i64) -> i64 {{\nb0(v0: i64):\n    v1 = call @big(v0)\n    return v1\n}}\n\n\
+         fn @big(i64) -> i64 {{\nb0(v0: i64):\n{body}    return v60\n}}\n"
+    );
+    let calls = |max_size: usize| {
+        let mut m = parse(&text).unwrap();
+        let main = m.func_by_name("main").unwrap();
+        optimize(&mut m, &[main], &OptOptions { enabled: true, inline_size: 0, max_size });
+        verify(&m).unwrap_or_else(|e| panic!("{e:?}"));
+        count(&print(&m), "main", "call @big")
+    };
+    assert_eq!(calls(63), 0, "2 + 61 <= 63");
+    assert_eq!(calls(100), 0, "2 + 61 <= 100");
+    assert_eq!(calls(62), 1, "2 + 61 > 62");
+}
