@@ -1159,3 +1159,98 @@ fn single_call_sites_are_inlined_while_the_sum_of_sizes_fits() {
     assert_eq!(calls(100), 0, "2 + 61 <= 100");
     assert_eq!(calls(62), 1, "2 + 61 > 62");
 }
+
+/// A caller already bigger than `max_size` inlines nothing more, not even a small callee:
+/// `main` (3 instructions) calling the 2-instruction `small` twice inlines both calls under a
+/// large limit, one under a limit of 3 (its size before the first), none under 2.
+#[test]
+fn callers_over_the_size_limit_inline_nothing() {
+    let text = "\
+fn @main(i64) -> i64 {
+b0(v0: i64):
+    v1 = call @small(v0)
+    v2 = call @small(v1)
+    return v2
+}
+
+fn @small(i64) -> i64 {
+b0(v0: i64):
+    v1 = imul v0, v0
+    return v1
+}
+";
+    let calls = |max_size: usize| {
+        let mut m = parse(text).unwrap();
+        let main = m.func_by_name("main").unwrap();
+        optimize(&mut m, &[main], &OptOptions { enabled: true, inline_size: 40, max_size });
+        verify(&m).unwrap_or_else(|e| panic!("{e:?}"));
+        count(&print(&m), "main", "call @small")
+    };
+    assert_eq!(calls(100), 0);
+    assert_eq!(calls(3), 1);
+    assert_eq!(calls(2), 2);
+}
+
+/// `foldBag intGroup (fun k -> BODY) b` after inlining, BODY computing `v9` from the key `v7`
+/// and multiplicity `v8` (`v2` the entry array, `v5` the counter, `v6` the accumulator).
+fn entry_fold(body: &str) -> String {
+    format!(
+        "\
+extern fallible $nabla_bag_entries(ptr) -> ptr
+extern $nabla_bag_len(ptr) -> i64
+
+fn @main(ptr, i64) -> i64 {{
+b0(v0: ptr, v1: i64):
+    v2 = call $nabla_bag_entries(v0)
+    v3 = arraylen v2
+    v4 = iconst 0
+    jump b1(v4, v1)
+b1(v5: i64, v6: i64):
+    v20 = icmp lt v5, v3
+    brif v20, b2, b3
+b2:
+    v21 = elemaddr v2, v5, 16
+    v7 = load.i64 v21+0
+    v8 = load.i64 v21+8
+{body}
+    v10 = iadd v6, v9
+    v11 = iconst 1
+    v12 = iadd v5, v11
+    jump b1(v12, v10)
+b3:
+    return v6
+}}
+"
+    )
+}
+
+/// Whether the fold's entry call became `nabla_bag_entries_unordered`.
+fn unordered(text: &str) -> bool {
+    let out = opt(text);
+    match (count(&out, "main", "entries_unordered"), count(&out, "main", "nabla_bag_entries(")) {
+        (1, 0) => true,
+        (0, 1) => false,
+        _ => panic!("one entry call expected:\n{out}"),
+    }
+}
+
+/// The entries may be visited in any order only when the loop reads them through its own
+/// counter: reading another element (the first entry) ties the result to the order.
+#[test]
+fn unsorted_iteration_needs_every_read_of_the_entries_through_the_counter() {
+    assert!(unordered(&entry_fold("    v9 = imul v7, v8")));
+    let first = "    v30 = iconst 0\n    v31 = elemaddr v2, v30, 16\n    v32 = load.i64 v31+0\n    v9 = imul v7, v32";
+    assert!(!unordered(&entry_fold(first)));
+    // The current entry read again in another block of the body.
+    let twice = "\
+    v30 = icmp lt v7, v4
+    brif v30, b4, b5
+b4:
+    v31 = elemaddr v2, v5, 16
+    v32 = load.i64 v31+8
+    jump b6(v32)
+b5:
+    jump b6(v7)
+b6(v9: i64):";
+    assert!(unordered(&entry_fold(twice)));
+}
