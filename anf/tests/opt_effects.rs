@@ -1254,3 +1254,41 @@ b5:
 b6(v9: i64):";
     assert!(unordered(&entry_fold(twice)));
 }
+
+/// `h` (61 instructions) is called only from `g`, whose 60 dead instructions keep `h` out of it
+/// (62 + 61 > 100) until simplification removes them; `main` and `k` then inline the small
+/// `g`, each inlining copying its call of `h`. With `WITH_J`, a third root `j` calls `h` too.
+fn copied_calls(with_j: bool) -> String {
+    let chain = |n: usize| (0..n).map(|i| format!("    v{} = iadd v{}, v0\n", i + 1, i)).collect::<String>();
+    let mut text = format!(
+        "fn @main(i64) -> i64 {{\nb0(v0: i64):\n    v1 = call @g(v0)\n    return v1\n}}\n\n\
+         fn @k(i64) -> i64 {{\nb0(v0: i64):\n    v1 = call @g(v0)\n    v2 = iadd v1, v0\n    return v2\n}}\n\n\
+         fn @g(i64) -> i64 {{\nb0(v0: i64):\n{}    v61 = call @h(v0)\n    return v61\n}}\n\n\
+         fn @h(i64) -> i64 {{\nb0(v0: i64):\n{}    return v60\n}}\n",
+        chain(60),
+        chain(60)
+    );
+    if with_j {
+        text.push_str(
+            "\nfn @j(i64) -> i64 {\nb0(v0: i64):\n    v1 = call @h(v0)\n    v2 = imul v1, v1\n    return v2\n}\n",
+        );
+    }
+    let mut m = parse(&text).unwrap();
+    let roots: Vec<_> = ["main", "k", "j"].iter().filter_map(|n| m.func_by_name(n)).collect();
+    optimize(&mut m, &roots, &OptOptions { enabled: true, inline_size: 40, max_size: 100 });
+    verify(&m).unwrap_or_else(|e| panic!("{e:?}"));
+    print(&m)
+}
+
+/// Inlining a function copies its calls, and the copies count as call sites: `h` is then
+/// called from `main` and from `k` (and `j`), never inlined by the single-call-site rule, so its
+/// body exists once.
+#[test]
+fn calls_copied_by_inlining_count_as_call_sites() {
+    for with_j in [false, true] {
+        let out = copied_calls(with_j);
+        assert_eq!(count(&out, "main", "call @h"), 1, "{out}");
+        assert_eq!(count(&out, "k", "call @h"), 1, "{out}");
+        assert_eq!(out.matches("iadd").count(), 61, "h's 60 additions once, k's one:\n{out}");
+    }
+}
