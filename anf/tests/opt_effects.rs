@@ -1338,4 +1338,31 @@ b3(v5: i64, v6: i64):
     assert!(out.contains("    brif v1, b1(v3), b2\n"), "{out}");
     assert!(out.contains("    v4 = isub v0, v2\n"), "{out}");
     assert!(out.contains("    jump b1(v5)\n"), "{out}");
+    // `b1` only jumps on, but the loop header `b2`, which only jumps on too, reads its
+    // parameter: `b1` stays (`b2` goes).
+    let read_on = "\
+fn @main(i64, bool) -> i64 {
+b0(v0: i64, v1: bool):
+    v5 = imul v0, v0
+    brif v1, b1(v5), b5
+b1(v2: i64):
+    jump b2
+b2:
+    jump b3(v2)
+b3(v3: i64):
+    v4 = icmp lt v3, v0
+    brif v4, b2, b6
+b6:
+    v7 = iadd v3, v3
+    v8 = icmp lt v7, v0
+    brif v8, b3(v7), b4
+b4:
+    return v0
+b5:
+    v6 = iadd v0, v0
+    jump b1(v6)
+}
+";
+    let out = opt(read_on);
+    assert_eq!(out.matches("\nb").count(), 6, "six blocks are left:\n{out}");
 }
