@@ -1324,20 +1324,20 @@ b0(v0: i64, v1: bool):
     v2 = imul v0, v0
     brif v1, b1(v2), b2
 b1(v3: i64):
-    jump b3(v0, v3)
+    jump b3(v3)
 b2:
     v4 = iadd v0, v0
-    jump b1(v4)
-b3(v5: i64, v6: i64):
-    v7 = isub v5, v6
+    v5 = icmp lt v4, v0
+    brif v5, b1(v4), b3(v0)
+b3(v6: i64):
+    v7 = isub v6, v0
     return v7
 }
 ";
     let out = opt(params);
     assert_eq!(out.matches("\nb").count(), 3, "three blocks are left:\n{out}");
-    assert!(out.contains("    brif v1, b1(v3), b2\n"), "{out}");
-    assert!(out.contains("    v4 = isub v0, v2\n"), "{out}");
-    assert!(out.contains("    jump b1(v5)\n"), "{out}");
+    assert!(out.contains("    brif v1, b2(v3), b1\n"), "{out}");
+    assert!(out.contains("    brif v5, b2(v4), b2(v0)\n"), "{out}");
     // `b1` only jumps on, but the loop header `b2`, which only jumps on too, reads its
     // parameter: `b1` stays (`b2` goes).
     let read_on = "\
