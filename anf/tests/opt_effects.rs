@@ -1256,6 +1256,13 @@ b6(v9: i64):";
     // A loop over the first `v1` entries only: which entries it sees depends on the order.
     let prefix = entry_fold("    v9 = imul v7, v8").replace("icmp lt v5, v3", "icmp lt v5, v1");
     assert!(!unordered(&prefix));
+    // Every other entry, or a counter not stepped by one: which entries it sees depends on the order.
+    let fold = entry_fold("    v9 = imul v7, v8");
+    assert!(!unordered(&fold.replace("v11 = iconst 1", "v11 = iconst 2")));
+    assert!(!unordered(&fold.replace("v12 = iadd v5, v11", "v12 = iadd v9, v11")));
+    assert!(!unordered(&fold.replace("v12 = iadd v5, v11", "v12 = iadd v11, v9")));
+    // The step written `1 + i`.
+    assert!(unordered(&fold.replace("v12 = iadd v5, v11", "v12 = iadd v11, v5")));
 }
 
 /// `h` (61 instructions) is called only from `g`, whose 60 dead instructions keep `h` out of it
