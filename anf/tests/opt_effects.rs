@@ -1345,6 +1345,39 @@ b3(v6: i64):
     assert_eq!(out.matches("\nb").count(), 3, "three blocks are left:\n{out}");
     assert!(out.contains("    brif v1, b2(v3), b1\n"), "{out}");
     assert!(out.contains("    brif v5, b2(v4), b2(v0)\n"), "{out}");
+    // Jumps and switch cases skip empty blocks too.
+    let jumps = "\
+tag t0 = @k env()
+tag t1 = @k env()
+tag t2 = @k env()
+
+fn @main(i64, i64) -> i64 {
+b0(v0: i64, v1: i64):
+    switch v0, [t0: b1, t1: b2, t2: b3]
+b1:
+    v2 = imul v1, v1
+    jump b4(v2)
+b2:
+    v3 = iadd v1, v1
+    jump b4(v3)
+b3:
+    jump b5(v1)
+b4(v4: i64):
+    jump b5(v4)
+b5(v5: i64):
+    v6 = isub v5, v1
+    return v6
+}
+
+fn @k(ptr) -> () {
+b0(v0: ptr):
+    return
+}
+";
+    let out = opt(jumps);
+    assert!(out.contains("    switch v0, [t0: b1, t1: b2, t2: b3(v1)]\n"), "{out}");
+    assert!(out.contains("    jump b3(v3)\n") && out.contains("    jump b3(v4)\n"), "{out}");
+    assert!(!out.contains("b4"), "four blocks are left:\n{out}");
     // `b1` only jumps on, but the loop header `b2`, which only jumps on too, reads its
     // parameter: `b1` stays (`b2` goes).
     let read_on = "\
