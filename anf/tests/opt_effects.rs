@@ -1406,3 +1406,40 @@ b5:
     let out = opt(read_on);
     assert_eq!(out.matches("\nb").count(), 6, "six blocks are left:\n{out}");
 }
+
+/// `main → a → b → main`: every function on the cycle is recursive and none is inlined, the
+/// first function of the module included.
+#[test]
+fn functions_on_a_cycle_through_the_first_function_are_not_inlined() {
+    let text = "\
+fn @main(i64) -> i64 {
+b0(v0: i64):
+    v1 = call @a(v0)
+    return v1
+}
+
+fn @a(i64) -> i64 {
+b0(v0: i64):
+    v1 = call @b(v0)
+    return v1
+}
+
+fn @b(i64) -> i64 {
+b0(v0: i64):
+    v1 = iconst 0
+    v2 = icmp le v0, v1
+    brif v2, b1, b2
+b1:
+    return v0
+b2:
+    v3 = iconst 1
+    v4 = isub v0, v3
+    v5 = call @main(v4)
+    return v5
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "call @a("), 1, "{out}");
+    assert_eq!(count(&out, "a", "call @b("), 1, "{out}");
+    assert_eq!(count(&out, "b", "call @main("), 1, "{out}");
+}
