@@ -1407,10 +1407,10 @@ b5:
     assert_eq!(out.matches("\nb").count(), 6, "six blocks are left:\n{out}");
 }
 
-/// `main → a → b → main`: every function on the cycle is recursive and none is inlined, the
-/// first function of the module included.
+/// `main → a → b → main`, and `even ⇄ odd` below `main`: every function on a cycle of the call
+/// graph is recursive and none is inlined (the first function of the module included).
 #[test]
-fn functions_on_a_cycle_through_the_first_function_are_not_inlined() {
+fn functions_on_cycles_of_calls_are_not_inlined() {
     let text = "\
 fn @main(i64) -> i64 {
 b0(v0: i64):
@@ -1442,4 +1442,63 @@ b2:
     assert_eq!(count(&out, "main", "call @a("), 1, "{out}");
     assert_eq!(count(&out, "a", "call @b("), 1, "{out}");
     assert_eq!(count(&out, "b", "call @main("), 1, "{out}");
+    // Two functions calling each other, below `main`.
+    let mutual = "\
+fn @main(i64) -> bool {
+b0(v0: i64):
+    v1 = call @even(v0)
+    return v1
+}
+
+fn @even(i64) -> bool {
+b0(v0: i64):
+    v1 = iconst 0
+    v2 = icmp eq v0, v1
+    brif v2, b1, b2
+b1:
+    return v2
+b2:
+    v3 = iconst 1
+    v4 = isub v0, v3
+    v5 = call @odd(v4)
+    return v5
+}
+
+fn @odd(i64) -> bool {
+b0(v0: i64):
+    v1 = iconst 0
+    v2 = icmp eq v0, v1
+    brif v2, b1, b2
+b1:
+    v6 = not v2
+    return v6
+b2:
+    v3 = iconst 1
+    v4 = isub v0, v3
+    v5 = call @even(v4)
+    return v5
+}
+";
+    let out = opt(mutual);
+    assert_eq!(count(&out, "main", "call @even("), 1, "{out}");
+    assert_eq!(count(&out, "even", "call @odd("), 1, "{out}");
+    assert_eq!(count(&out, "odd", "call @even("), 1, "{out}");
+}
+
+/// A chain of 20 unused additions, each in its own block and the blocks laid out against the
+/// order they run in (`b20`, …, `b1`): removing the last addition leaves the one before it
+/// unused, and so on. Dead code removal follows the chain in one go, not one link per round of
+/// simplification (which stops after 16).
+#[test]
+fn chains_of_dead_instructions_go_whatever_the_layout() {
+    let n = 20;
+    let mut text = String::from("fn @main(i64, bool) -> i64 {\nb0(v0: i64, v1: bool):\n    brif v1, b1, b21\n");
+    for k in (1..=n).rev() {
+        let prev = if k == 1 { 0 } else { k + 1 };
+        let next = if k == n { 21 } else { k + 1 };
+        text.push_str(&format!("b{k}:\n    v{} = iadd v{prev}, v0\n    brif v1, b{next}, b21\n", k + 2));
+    }
+    text.push_str("b21:\n    return v0\n}\n");
+    let out = opt(&text);
+    assert_eq!(count(&out, "main", "iadd"), 0, "{out}");
 }
