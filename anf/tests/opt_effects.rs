@@ -1502,3 +1502,18 @@ fn chains_of_dead_instructions_go_whatever_the_layout() {
     let out = opt(&text);
     assert_eq!(count(&out, "main", "iadd"), 0, "{out}");
 }
+
+/// Twenty records, each stored into the next and none read: removing the last (with its
+/// store) leaves the one before it only stored into, and so on; all go at once, not one a
+/// round (simplification stops after 16).
+#[test]
+fn chains_of_records_only_stored_into_go() {
+    let mut text = String::from("fn @main(i64) -> i64 {\nb0(v0: i64):\n    v1 = alloc 8\n    store v0, v1+0\n");
+    for k in 2..=20 {
+        text.push_str(&format!("    v{k} = alloc 8\n    store v{}, v{k}+0\n", k - 1));
+    }
+    text.push_str("    return v0\n}\n");
+    let out = opt(&text);
+    assert_eq!(count(&out, "main", "alloc"), 0, "{out}");
+    assert_eq!(count(&out, "main", "store"), 0, "{out}");
+}
