@@ -1263,6 +1263,12 @@ b6(v9: i64):";
     assert!(!unordered(&fold.replace("v12 = iadd v5, v11", "v12 = iadd v11, v9")));
     // The step written `1 + i`.
     assert!(unordered(&fold.replace("v12 = iadd v5, v11", "v12 = iadd v11, v5")));
+    // A store through a pointer the loop did not allocate: the last entry's value stays.
+    let store = entry_fold("    v9 = imul v7, v8\n    store v9, v40+0").replace(
+        "fn @main(ptr, i64) -> i64 {\nb0(v0: ptr, v1: i64):",
+        "fn @main(ptr, i64, ptr) -> i64 {\nb0(v0: ptr, v1: i64, v40: ptr):",
+    );
+    assert!(!unordered(&store));
 }
 
 /// `h` (61 instructions) is called only from `g`, whose 60 dead instructions keep `h` out of it
