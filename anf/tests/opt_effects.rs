@@ -1523,3 +1523,46 @@ fn chains_of_records_only_stored_into_go() {
     assert_eq!(count(&out, "main", "alloc"), 0, "{out}");
     assert_eq!(count(&out, "main", "store"), 0, "{out}");
 }
+
+/// A running Int sum is a reduction only while nothing but the next iteration reads it: here
+/// it is also inserted as a multiplicity (the prefix sums depend on the order). Both layouts
+/// of the loop's two last blocks.
+#[test]
+fn running_sums_read_in_the_loop_keep_the_sort() {
+    let insert = "b10:\n    store v7, v41+0\n    call $nabla_bag_insert(v40, v41, v10, v4)\n    jump b11\n";
+    let latch = "b11:\n    v11 = iconst 1\n    v12 = iadd v5, v11\n    jump b1(v12, v10)\n";
+    for (first, second) in [(insert, latch), (latch, insert)] {
+        let text = format!(
+            "\
+extern fallible $nabla_bag_entries(ptr) -> ptr
+extern fallible $nabla_bag_insert(ptr, ptr, i64, i64) -> ()
+
+fn @main(ptr, i64, ptr) -> i64 {{
+b0(v0: ptr, v1: i64, v40: ptr):
+    v2 = call $nabla_bag_entries(v0)
+    v3 = arraylen v2
+    v4 = iconst 0
+    v41 = alloc 8
+    jump b1(v4, v1)
+b1(v5: i64, v6: i64):
+    v20 = icmp lt v5, v3
+    brif v20, b2, b3
+b2:
+    v21 = elemaddr v2, v5, 16
+    v7 = load.i64 v21+0
+    v8 = load.i64 v21+8
+    v9 = imul v7, v8
+    v10 = iadd v6, v9
+    v30 = icmp lt v10, v1
+    brif v30, b10, b11
+{first}{second}b3:
+    return v6
+}}
+"
+        );
+        assert!(!unordered(&text), "{text}");
+        // Without the insert, the sum is a reduction.
+        let plain = text.replace("    call $nabla_bag_insert(v40, v41, v10, v4)\n", "");
+        assert!(unordered(&plain), "{plain}");
+    }
+}
