@@ -1269,6 +1269,11 @@ b6(v9: i64):";
         "fn @main(ptr, i64, ptr) -> i64 {\nb0(v0: ptr, v1: i64, v40: ptr):",
     );
     assert!(!unordered(&store));
+    // A bounds check of each key: which key fails first depends on the order.
+    assert!(!unordered(&entry_fold("    v9 = imul v7, v8\n    boundscheck v7, v1, v4")));
+    // Division by a non-zero constant cannot fail.
+    assert!(unordered(&entry_fold("    v30 = iconst 3\n    v9 = sdiv v7, v30")));
+    assert!(unordered(&entry_fold("    v30 = iconst -3\n    v9 = srem v7, v30")));
 }
 
 /// `h` (61 instructions) is called only from `g`, whose 60 dead instructions keep `h` out of it
