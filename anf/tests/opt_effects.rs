@@ -1571,3 +1571,29 @@ b2:
         assert!(unordered(&plain), "{plain}");
     }
 }
+
+/// A root that names no function of the module is ignored: the functions the real root reaches
+/// stay, the others go.
+#[test]
+fn roots_outside_the_module_are_ignored() {
+    use anf::ir::{EntityRef, FuncId};
+    let text = "\
+fn @main(i64) -> i64 {
+b0(v0: i64):
+    return v0
+}
+
+fn @unused(i64) -> i64 {
+b0(v0: i64):
+    return v0
+}
+";
+    let mut m = parse(text).unwrap();
+    let main = m.func_by_name("main").unwrap();
+    let outside = FuncId::new(m.funcs.len());
+    let map = optimize(&mut m, &[main, outside], &OptOptions::default());
+    verify(&m).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(m.funcs.len(), 1, "{}", print(&m));
+    assert_eq!(map.get(main), Some(FuncId::new(0)));
+    assert_eq!(map.get(outside), None);
+}
