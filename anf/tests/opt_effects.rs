@@ -1597,3 +1597,56 @@ b0(v0: i64):
     assert_eq!(map.get(main), Some(FuncId::new(0)));
     assert_eq!(map.get(outside), None);
 }
+
+/// `entry_fold` with bags or maps `v40`, `v41` and two 8-byte records `v42`, `v43` at hand.
+fn support_fold(body: &str) -> String {
+    entry_fold(body)
+        .replace(
+            "extern $nabla_bag_len(ptr) -> i64\n",
+            "extern $nabla_bag_len(ptr) -> i64
+extern fallible $nabla_bag_insert(ptr, ptr, i64, i64) -> ()
+extern fallible $nabla_bag_add_scaled(ptr, ptr, i64, i64) -> ()
+extern fallible $nabla_bag_add_into(ptr, ptr, i64) -> ()
+extern $nabla_bag_eq(ptr, ptr) -> bool
+extern $nabla_map_len(ptr) -> i64
+extern $nabla_map_get(ptr, ptr, ptr) -> bool
+extern fallible $nabla_map_add_scaled_key(ptr, ptr, ptr, i64, i64, i64) -> ()
+",
+        )
+        .replace(
+            "fn @main(ptr, i64) -> i64 {\nb0(v0: ptr, v1: i64):\n",
+            "fn @main(ptr, i64, ptr, ptr) -> i64 {\nb0(v0: ptr, v1: i64, v40: ptr, v41: ptr):\n    v42 = alloc 8\n    v43 = alloc 8\n",
+        )
+}
+
+/// Support calls in an unsorted loop: bag and map additions commute, but not when the loop also
+/// reads what it changes (a length, an equality); a map addition is allowed only in
+/// `intGroup` (kind 0); other support functions (`nabla_map_get`) are refused.
+#[test]
+fn unsorted_iteration_tracks_what_support_calls_change_and_read() {
+    let scaled = "    call $nabla_bag_add_scaled(v40, v41, v7, v4)\n";
+    assert!(unordered(&support_fold(&format!("{scaled}    v9 = imul v7, v8"))));
+    assert!(!unordered(&support_fold(&format!("{scaled}    v30 = call $nabla_bag_len(v40)\n    v9 = iadd v30, v8"))));
+    let into = "    call $nabla_bag_add_into(v40, v41, v4)\n";
+    assert!(unordered(&support_fold(&format!("{into}    v9 = imul v7, v8"))));
+    assert!(!unordered(&support_fold(&format!("{into}    v30 = call $nabla_bag_len(v40)\n    v9 = iadd v30, v8"))));
+    let insert = "    store v7, v42+0\n    call $nabla_bag_insert(v40, v42, v8, v4)\n";
+    assert!(unordered(&support_fold(&format!("{insert}    v9 = imul v7, v8"))));
+    assert!(!unordered(&support_fold(&format!(
+        "{insert}    v30 = call $nabla_bag_eq(v40, v41)\n    v31 = btoi v30\n    v9 = iadd v31, v8"
+    ))));
+    let map = |kind: &str| {
+        format!(
+            "    v32 = iconst {kind}\n    store v7, v42+0\n    store v8, v43+0\n    call $nabla_map_add_scaled_key(v40, v42, v43, v8, v32, v4)\n"
+        )
+    };
+    assert!(unordered(&support_fold(&format!("{}    v9 = imul v7, v8", map("0")))));
+    assert!(!unordered(&support_fold(&format!("{}    v9 = imul v7, v8", map("1")))));
+    assert!(!unordered(&support_fold(&format!(
+        "{}    v30 = call $nabla_map_len(v40)\n    v9 = iadd v30, v8",
+        map("0")
+    ))));
+    assert!(!unordered(&support_fold(
+        "    store v7, v42+0\n    v30 = call $nabla_map_get(v40, v42, v43)\n    v31 = btoi v30\n    v9 = iadd v31, v8"
+    )));
+}
