@@ -1611,6 +1611,8 @@ extern $nabla_bag_eq(ptr, ptr) -> bool
 extern $nabla_map_len(ptr) -> i64
 extern $nabla_map_get(ptr, ptr, ptr) -> bool
 extern fallible $nabla_map_add_scaled_key(ptr, ptr, ptr, i64, i64, i64) -> ()
+extern $nabla_sin(f64) -> f64
+extern $nabla_to_int(f64) -> i64
 ",
         )
         .replace(
@@ -1646,6 +1648,10 @@ fn unsorted_iteration_tracks_what_support_calls_change_and_read() {
         "{}    v30 = call $nabla_map_len(v40)\n    v9 = iadd v30, v8",
         map("0")
     ))));
+    // Pure support functions are allowed.
+    assert!(unordered(&support_fold(
+        "    v30 = itof v7\n    v31 = call $nabla_sin(v30)\n    v32 = call $nabla_to_int(v31)\n    v9 = iadd v32, v8"
+    )));
     assert!(!unordered(&support_fold(
         "    store v7, v42+0\n    v30 = call $nabla_map_get(v40, v42, v43)\n    v31 = btoi v30\n    v9 = iadd v31, v8"
     )));
