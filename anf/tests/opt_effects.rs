@@ -1598,7 +1598,8 @@ b0(v0: i64):
     assert_eq!(map.get(outside), None);
 }
 
-/// `entry_fold` with bags or maps `v40`, `v41` and two 8-byte records `v42`, `v43` at hand.
+/// `entry_fold` with bags or maps `v40`, `v41`, two 8-byte records `v42`, `v43` and a 16-byte
+/// record `v44` at hand.
 fn support_fold(body: &str) -> String {
     entry_fold(body)
         .replace(
@@ -1617,7 +1618,7 @@ extern $nabla_to_int(f64) -> i64
         )
         .replace(
             "fn @main(ptr, i64) -> i64 {\nb0(v0: ptr, v1: i64):\n",
-            "fn @main(ptr, i64, ptr, ptr) -> i64 {\nb0(v0: ptr, v1: i64, v40: ptr, v41: ptr):\n    v42 = alloc 8\n    v43 = alloc 8\n",
+            "fn @main(ptr, i64, ptr, ptr) -> i64 {\nb0(v0: ptr, v1: i64, v40: ptr, v41: ptr):\n    v42 = alloc 8\n    v43 = alloc 8\n    v44 = alloc 16\n",
         )
 }
 
@@ -1648,6 +1649,17 @@ fn unsorted_iteration_tracks_what_support_calls_change_and_read() {
         "{}    v30 = call $nabla_map_len(v40)\n    v9 = iadd v30, v8",
         map("0")
     ))));
+    // A record the loop writes is read by a support call only after each of its slots was
+    // stored in the same block (else the call sees the previous iteration's slot), and never
+    // by a load.
+    let wide = |after: &str| {
+        format!("    store v7, v44+0\n{after}    call $nabla_bag_insert(v40, v44, v8, v4)\n    v9 = imul v7, v8")
+    };
+    assert!(unordered(&support_fold(&wide("    store v8, v44+8\n"))));
+    assert!(!unordered(
+        &support_fold(&wide("")).replace("    v9 = imul v7, v8", "    store v8, v44+8\n    v9 = imul v7, v8")
+    ));
+    assert!(!unordered(&support_fold("    v30 = load.i64 v42+0\n    store v7, v42+0\n    v9 = imul v30, v8")));
     // Pure support functions are allowed.
     assert!(unordered(&support_fold(
         "    v30 = itof v7\n    v31 = call $nabla_sin(v30)\n    v32 = call $nabla_to_int(v31)\n    v9 = iadd v32, v8"
