@@ -1660,6 +1660,10 @@ fn unsorted_iteration_tracks_what_support_calls_change_and_read() {
         &support_fold(&wide("")).replace("    v9 = imul v7, v8", "    store v8, v44+8\n    v9 = imul v7, v8")
     ));
     assert!(!unordered(&support_fold("    v30 = load.i64 v42+0\n    store v7, v42+0\n    v9 = imul v30, v8")));
+    // Nor through a copy of its pointer.
+    assert!(!unordered(&support_fold(
+        "    v31 = icmp lt v7, v8\n    v30 = select.ptr v31, v42, v43\n    v32 = load.i64 v30+0\n    store v7, v42+0\n    v9 = imul v32, v8"
+    )));
     // Pure support functions are allowed.
     assert!(unordered(&support_fold(
         "    v30 = itof v7\n    v31 = call $nabla_sin(v30)\n    v32 = call $nabla_to_int(v31)\n    v9 = iadd v32, v8"
