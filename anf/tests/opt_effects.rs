@@ -1084,3 +1084,591 @@ b0(v0: i64, v1: ptr):
     let out = opt(before);
     assert_eq!(count(&out, "main", "load.i64"), 1, "{out}");
 }
+
+/// A branch on an unknown condition whose two edges are the same becomes a jump (and the
+/// blocks merge); a `switch` with one case takes it; one on an unknown tag with two cases stays.
+#[test]
+fn branches_with_one_destination_become_jumps() {
+    let same = "\
+fn @main(i64, bool) -> i64 {
+b0(v0: i64, v1: bool):
+    brif v1, b1(v0), b1(v0)
+b1(v2: i64):
+    v3 = imul v2, v2
+    return v3
+}
+";
+    let out = opt(same);
+    assert_eq!(count(&out, "main", "brif"), 0, "{out}");
+    assert_eq!(out.matches("\nb").count(), 1, "one block is left:\n{out}");
+    let switch = |cases: &str| {
+        format!(
+            "\
+tag t0 = @k env()
+tag t1 = @k env()
+
+fn @main(i64, i64) -> i64 {{
+b0(v0: i64, v1: i64):
+    switch v0, [{cases}]
+b1:
+    v2 = imul v1, v1
+    return v2
+b2:
+    v3 = iadd v1, v1
+    return v3
+}}
+
+fn @k(ptr) -> () {{
+b0(v0: ptr):
+    return
+}}
+"
+        )
+    };
+    let out = opt(&switch("t1: b2"));
+    assert_eq!(count(&out, "main", "switch"), 0, "{out}");
+    assert_eq!(count(&out, "main", "iadd v1, v1"), 1, "{out}");
+    assert_eq!(count(&out, "main", "imul"), 0, "{out}");
+    let out = opt(&switch("t0: b1, t1: b2"));
+    assert_eq!(count(&out, "main", "switch v0, [t0: b1, t1: b2]"), 1, "{out}");
+    assert_eq!(count(&out, "main", "imul v1, v1"), 1, "{out}");
+    assert_eq!(count(&out, "main", "iadd v1, v1"), 1, "{out}");
+}
+
+/// `big` (61 instructions after its own simplification) called once from a 2-instruction
+/// `main`: with calls inlined only by the single-call-site rule, it is inlined exactly when the
+/// two sizes together stay within `max_size`.
+#[test]
+fn single_call_sites_are_inlined_while_the_sum_of_sizes_fits() {
+    let mut body = String::new();
+    for i in 0..60 {
+        body.push_str(&format!("    v{} = iadd v{}, v0\n", i + 1, i));
+    }
+    let text = format!(
+        "fn @main(i64) -> i64 {{\nb0(v0: i64):\n    v1 = call @big(v0)\n    return v1\n}}\n\n\
+         fn @big(i64) -> i64 {{\nb0(v0: i64):\n{body}    return v60\n}}\n"
+    );
+    let calls = |max_size: usize| {
+        let mut m = parse(&text).unwrap();
+        let main = m.func_by_name("main").unwrap();
+        optimize(&mut m, &[main], &OptOptions { enabled: true, inline_size: 0, max_size });
+        verify(&m).unwrap_or_else(|e| panic!("{e:?}"));
+        count(&print(&m), "main", "call @big")
+    };
+    assert_eq!(calls(63), 0, "2 + 61 <= 63");
+    assert_eq!(calls(100), 0, "2 + 61 <= 100");
+    assert_eq!(calls(62), 1, "2 + 61 > 62");
+}
+
+/// A caller already bigger than `max_size` inlines nothing more, not even a small callee:
+/// `main` (3 instructions) calling the 2-instruction `small` twice inlines both calls under a
+/// large limit, one under a limit of 3 (its size before the first), none under 2.
+#[test]
+fn callers_over_the_size_limit_inline_nothing() {
+    let text = "\
+fn @main(i64) -> i64 {
+b0(v0: i64):
+    v1 = call @small(v0)
+    v2 = call @small(v1)
+    return v2
+}
+
+fn @small(i64) -> i64 {
+b0(v0: i64):
+    v1 = imul v0, v0
+    return v1
+}
+";
+    let calls = |max_size: usize| {
+        let mut m = parse(text).unwrap();
+        let main = m.func_by_name("main").unwrap();
+        optimize(&mut m, &[main], &OptOptions { enabled: true, inline_size: 40, max_size });
+        verify(&m).unwrap_or_else(|e| panic!("{e:?}"));
+        count(&print(&m), "main", "call @small")
+    };
+    assert_eq!(calls(100), 0);
+    assert_eq!(calls(3), 1);
+    assert_eq!(calls(2), 2);
+}
+
+/// `foldBag intGroup (fun k -> BODY) b` after inlining, BODY computing `v9` from the key `v7`
+/// and multiplicity `v8` (`v2` the entry array, `v5` the counter, `v6` the accumulator).
+fn entry_fold(body: &str) -> String {
+    format!(
+        "\
+extern fallible $nabla_bag_entries(ptr) -> ptr
+extern $nabla_bag_len(ptr) -> i64
+
+fn @main(ptr, i64) -> i64 {{
+b0(v0: ptr, v1: i64):
+    v2 = call $nabla_bag_entries(v0)
+    v3 = arraylen v2
+    v4 = iconst 0
+    jump b1(v4, v1)
+b1(v5: i64, v6: i64):
+    v20 = icmp lt v5, v3
+    brif v20, b2, b3
+b2:
+    v21 = elemaddr v2, v5, 16
+    v7 = load.i64 v21+0
+    v8 = load.i64 v21+8
+{body}
+    v10 = iadd v6, v9
+    v11 = iconst 1
+    v12 = iadd v5, v11
+    jump b1(v12, v10)
+b3:
+    return v6
+}}
+"
+    )
+}
+
+/// Whether the fold's entry call became `nabla_bag_entries_unordered`.
+fn unordered(text: &str) -> bool {
+    let out = opt(text);
+    match (count(&out, "main", "entries_unordered"), count(&out, "main", "nabla_bag_entries(")) {
+        (1, 0) => true,
+        (0, 1) => false,
+        _ => panic!("one entry call expected:\n{out}"),
+    }
+}
+
+/// The entries may be visited in any order only when the loop reads them through its own
+/// counter: reading another element (the first entry) ties the result to the order.
+#[test]
+fn unsorted_iteration_needs_every_read_of_the_entries_through_the_counter() {
+    assert!(unordered(&entry_fold("    v9 = imul v7, v8")));
+    let first = "    v30 = iconst 0\n    v31 = elemaddr v2, v30, 16\n    v32 = load.i64 v31+0\n    v9 = imul v7, v32";
+    assert!(!unordered(&entry_fold(first)));
+    // The current entry read again in another block of the body.
+    let twice = "\
+    v30 = icmp lt v7, v4
+    brif v30, b4, b5
+b4:
+    v31 = elemaddr v2, v5, 16
+    v32 = load.i64 v31+8
+    jump b6(v32)
+b5:
+    jump b6(v7)
+b6(v9: i64):";
+    assert!(unordered(&entry_fold(twice)));
+    // A loop over the first `v1` entries only: which entries it sees depends on the order.
+    let prefix = entry_fold("    v9 = imul v7, v8").replace("icmp lt v5, v3", "icmp lt v5, v1");
+    assert!(!unordered(&prefix));
+    // Every other entry, or a counter not stepped by one: which entries it sees depends on the order.
+    let fold = entry_fold("    v9 = imul v7, v8");
+    assert!(!unordered(&fold.replace("v11 = iconst 1", "v11 = iconst 2")));
+    assert!(!unordered(&fold.replace("v12 = iadd v5, v11", "v12 = iadd v9, v11")));
+    assert!(!unordered(&fold.replace("v12 = iadd v5, v11", "v12 = iadd v11, v9")));
+    // The step written `1 + i`.
+    assert!(unordered(&fold.replace("v12 = iadd v5, v11", "v12 = iadd v11, v5")));
+    // A store through a pointer the loop did not allocate: the last entry's value stays.
+    let store = entry_fold("    v9 = imul v7, v8\n    store v9, v40+0").replace(
+        "fn @main(ptr, i64) -> i64 {\nb0(v0: ptr, v1: i64):",
+        "fn @main(ptr, i64, ptr) -> i64 {\nb0(v0: ptr, v1: i64, v40: ptr):",
+    );
+    assert!(!unordered(&store));
+    // A bounds check of each key: which key fails first depends on the order.
+    assert!(!unordered(&entry_fold("    v9 = imul v7, v8\n    boundscheck v7, v1, v4")));
+    // Division by a non-zero constant cannot fail.
+    assert!(unordered(&entry_fold("    v30 = iconst 3\n    v9 = sdiv v7, v30")));
+    assert!(unordered(&entry_fold("    v30 = iconst -3\n    v9 = srem v7, v30")));
+}
+
+/// `h` (61 instructions) is called only from `g`, whose 60 dead instructions keep `h` out of it
+/// (62 + 61 > 100) until simplification removes them; `main` and `k` then inline the small
+/// `g`, each inlining copying its call of `h`. With `WITH_J`, a third root `j` calls `h` too.
+fn copied_calls(with_j: bool) -> String {
+    let chain = |n: usize| (0..n).map(|i| format!("    v{} = iadd v{}, v0\n", i + 1, i)).collect::<String>();
+    let mut text = format!(
+        "fn @main(i64) -> i64 {{\nb0(v0: i64):\n    v1 = call @g(v0)\n    return v1\n}}\n\n\
+         fn @k(i64) -> i64 {{\nb0(v0: i64):\n    v1 = call @g(v0)\n    v2 = iadd v1, v0\n    return v2\n}}\n\n\
+         fn @g(i64) -> i64 {{\nb0(v0: i64):\n{}    v61 = call @h(v0)\n    return v61\n}}\n\n\
+         fn @h(i64) -> i64 {{\nb0(v0: i64):\n{}    return v60\n}}\n",
+        chain(60),
+        chain(60)
+    );
+    if with_j {
+        text.push_str(
+            "\nfn @j(i64) -> i64 {\nb0(v0: i64):\n    v1 = call @h(v0)\n    v2 = imul v1, v1\n    return v2\n}\n",
+        );
+    }
+    let mut m = parse(&text).unwrap();
+    let roots: Vec<_> = ["main", "k", "j"].iter().filter_map(|n| m.func_by_name(n)).collect();
+    optimize(&mut m, &roots, &OptOptions { enabled: true, inline_size: 40, max_size: 100 });
+    verify(&m).unwrap_or_else(|e| panic!("{e:?}"));
+    print(&m)
+}
+
+/// Inlining a function copies its calls, and the copies count as call sites: `h` is then
+/// called from `main` and from `k` (and `j`), never inlined by the single-call-site rule, so its
+/// body exists once.
+#[test]
+fn calls_copied_by_inlining_count_as_call_sites() {
+    for with_j in [false, true] {
+        let out = copied_calls(with_j);
+        assert_eq!(count(&out, "main", "call @h"), 1, "{out}");
+        assert_eq!(count(&out, "k", "call @h"), 1, "{out}");
+        assert_eq!(out.matches("iadd").count(), 61, "h's 60 additions once, k's one:\n{out}");
+    }
+}
+
+/// A block that only jumps on is skipped by the edges into it: the empty arm of a diamond
+/// goes, the branch passing its argument straight to the join.
+#[test]
+fn edges_skip_blocks_that_only_jump() {
+    let text = "\
+fn @main(i64, bool) -> i64 {
+b0(v0: i64, v1: bool):
+    brif v1, b1, b2
+b1:
+    jump b3(v0)
+b2:
+    v2 = imul v0, v0
+    jump b3(v2)
+b3(v3: i64):
+    v4 = iadd v3, v0
+    return v4
+}
+";
+    let out = opt(text);
+    assert_eq!(out.matches("\nb").count(), 3, "three blocks are left:\n{out}");
+    assert!(out.contains("brif v1, b2(v0), b1\n"), "{out}");
+    // The skipped block's parameter becomes the argument each edge gave it.
+    let params = "\
+fn @main(i64, bool) -> i64 {
+b0(v0: i64, v1: bool):
+    v2 = imul v0, v0
+    brif v1, b1(v2), b2
+b1(v3: i64):
+    jump b3(v3)
+b2:
+    v4 = iadd v0, v0
+    v5 = icmp lt v4, v0
+    brif v5, b1(v4), b3(v0)
+b3(v6: i64):
+    v7 = isub v6, v0
+    return v7
+}
+";
+    let out = opt(params);
+    assert_eq!(out.matches("\nb").count(), 3, "three blocks are left:\n{out}");
+    assert!(out.contains("    brif v1, b2(v3), b1\n"), "{out}");
+    assert!(out.contains("    brif v5, b2(v4), b2(v0)\n"), "{out}");
+    // Jumps and switch cases skip empty blocks too.
+    let jumps = "\
+tag t0 = @k env()
+tag t1 = @k env()
+tag t2 = @k env()
+
+fn @main(i64, i64) -> i64 {
+b0(v0: i64, v1: i64):
+    switch v0, [t0: b1, t1: b2, t2: b3]
+b1:
+    v2 = imul v1, v1
+    jump b4(v2)
+b2:
+    v3 = iadd v1, v1
+    jump b4(v3)
+b3:
+    jump b5(v1)
+b4(v4: i64):
+    jump b5(v4)
+b5(v5: i64):
+    v6 = isub v5, v1
+    return v6
+}
+
+fn @k(ptr) -> () {
+b0(v0: ptr):
+    return
+}
+";
+    let out = opt(jumps);
+    assert!(out.contains("    switch v0, [t0: b1, t1: b2, t2: b3(v1)]\n"), "{out}");
+    assert!(out.contains("    jump b3(v3)\n") && out.contains("    jump b3(v4)\n"), "{out}");
+    assert!(!out.contains("b4"), "four blocks are left:\n{out}");
+    // `b1` only jumps on, but the loop header `b2`, which only jumps on too, reads its
+    // parameter: `b1` stays (`b2` goes).
+    let read_on = "\
+fn @main(i64, bool) -> i64 {
+b0(v0: i64, v1: bool):
+    v5 = imul v0, v0
+    brif v1, b1(v5), b5
+b1(v2: i64):
+    jump b2
+b2:
+    jump b3(v2)
+b3(v3: i64):
+    v4 = icmp lt v3, v0
+    brif v4, b2, b6
+b6:
+    v7 = iadd v3, v3
+    v8 = icmp lt v7, v0
+    brif v8, b3(v7), b4
+b4:
+    return v0
+b5:
+    v6 = iadd v0, v0
+    jump b1(v6)
+}
+";
+    let out = opt(read_on);
+    assert_eq!(out.matches("\nb").count(), 6, "six blocks are left:\n{out}");
+}
+
+/// `main → a → b → main`, and `even ⇄ odd` below `main`: every function on a cycle of the call
+/// graph is recursive and none is inlined (the first function of the module included).
+#[test]
+fn functions_on_cycles_of_calls_are_not_inlined() {
+    let text = "\
+fn @main(i64) -> i64 {
+b0(v0: i64):
+    v1 = call @a(v0)
+    return v1
+}
+
+fn @a(i64) -> i64 {
+b0(v0: i64):
+    v1 = call @b(v0)
+    return v1
+}
+
+fn @b(i64) -> i64 {
+b0(v0: i64):
+    v1 = iconst 0
+    v2 = icmp le v0, v1
+    brif v2, b1, b2
+b1:
+    return v0
+b2:
+    v3 = iconst 1
+    v4 = isub v0, v3
+    v5 = call @main(v4)
+    return v5
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "call @a("), 1, "{out}");
+    assert_eq!(count(&out, "a", "call @b("), 1, "{out}");
+    assert_eq!(count(&out, "b", "call @main("), 1, "{out}");
+    // Two functions calling each other, below `main`.
+    let mutual = "\
+fn @main(i64) -> bool {
+b0(v0: i64):
+    v1 = call @even(v0)
+    return v1
+}
+
+fn @even(i64) -> bool {
+b0(v0: i64):
+    v1 = iconst 0
+    v2 = icmp eq v0, v1
+    brif v2, b1, b2
+b1:
+    return v2
+b2:
+    v3 = iconst 1
+    v4 = isub v0, v3
+    v5 = call @odd(v4)
+    return v5
+}
+
+fn @odd(i64) -> bool {
+b0(v0: i64):
+    v1 = iconst 0
+    v2 = icmp eq v0, v1
+    brif v2, b1, b2
+b1:
+    v6 = not v2
+    return v6
+b2:
+    v3 = iconst 1
+    v4 = isub v0, v3
+    v5 = call @even(v4)
+    return v5
+}
+";
+    let out = opt(mutual);
+    assert_eq!(count(&out, "main", "call @even("), 1, "{out}");
+    assert_eq!(count(&out, "even", "call @odd("), 1, "{out}");
+    assert_eq!(count(&out, "odd", "call @even("), 1, "{out}");
+}
+
+/// A chain of 20 unused additions, each in its own block and the blocks laid out against the
+/// order they run in (`b20`, …, `b1`): removing the last addition leaves the one before it
+/// unused, and so on. Dead code removal follows the chain in one go, not one link per round of
+/// simplification (which stops after 16).
+#[test]
+fn chains_of_dead_instructions_go_whatever_the_layout() {
+    let n = 20;
+    let mut text = String::from("fn @main(i64, bool) -> i64 {\nb0(v0: i64, v1: bool):\n    brif v1, b1, b21\n");
+    for k in (1..=n).rev() {
+        let prev = if k == 1 { 0 } else { k + 1 };
+        let next = if k == n { 21 } else { k + 1 };
+        text.push_str(&format!("b{k}:\n    v{} = iadd v{prev}, v0\n    brif v1, b{next}, b21\n", k + 2));
+    }
+    text.push_str("b21:\n    return v0\n}\n");
+    let out = opt(&text);
+    assert_eq!(count(&out, "main", "iadd"), 0, "{out}");
+}
+
+/// Twenty records, each stored into the next and none read: removing the last (with its
+/// store) leaves the one before it only stored into, and so on; all go at once, not one a
+/// round (simplification stops after 16).
+#[test]
+fn chains_of_records_only_stored_into_go() {
+    let mut text = String::from("fn @main(i64) -> i64 {\nb0(v0: i64):\n    v1 = alloc 8\n    store v0, v1+0\n");
+    for k in 2..=20 {
+        text.push_str(&format!("    v{k} = alloc 8\n    store v{}, v{k}+0\n", k - 1));
+    }
+    text.push_str("    return v0\n}\n");
+    let out = opt(&text);
+    assert_eq!(count(&out, "main", "alloc"), 0, "{out}");
+    assert_eq!(count(&out, "main", "store"), 0, "{out}");
+}
+
+/// A running Int sum is a reduction only while nothing but the next iteration reads it: here
+/// it is also inserted as a multiplicity (the prefix sums depend on the order). Both layouts
+/// of the loop's two last blocks.
+#[test]
+fn running_sums_read_in_the_loop_keep_the_sort() {
+    let insert = "b10:\n    store v7, v41+0\n    call $nabla_bag_insert(v40, v41, v10, v4)\n    jump b11\n";
+    let latch = "b11:\n    v11 = iconst 1\n    v12 = iadd v5, v11\n    jump b1(v12, v10)\n";
+    for (first, second) in [(insert, latch), (latch, insert)] {
+        let text = format!(
+            "\
+extern fallible $nabla_bag_entries(ptr) -> ptr
+extern fallible $nabla_bag_insert(ptr, ptr, i64, i64) -> ()
+
+fn @main(ptr, i64, ptr) -> i64 {{
+b0(v0: ptr, v1: i64, v40: ptr):
+    v2 = call $nabla_bag_entries(v0)
+    v3 = arraylen v2
+    v4 = iconst 0
+    v41 = alloc 8
+    jump b1(v4, v1)
+b1(v5: i64, v6: i64):
+    v20 = icmp lt v5, v3
+    brif v20, b2, b3
+b2:
+    v21 = elemaddr v2, v5, 16
+    v7 = load.i64 v21+0
+    v8 = load.i64 v21+8
+    v9 = imul v7, v8
+    v10 = iadd v6, v9
+    v30 = icmp lt v10, v1
+    brif v30, b10, b11
+{first}{second}b3:
+    return v6
+}}
+"
+        );
+        assert!(!unordered(&text), "{text}");
+        // Without the insert, the sum is a reduction.
+        let plain = text.replace("    call $nabla_bag_insert(v40, v41, v10, v4)\n", "");
+        assert!(unordered(&plain), "{plain}");
+    }
+}
+
+/// A root that names no function of the module is ignored: the functions the real root reaches
+/// stay, the others go.
+#[test]
+fn roots_outside_the_module_are_ignored() {
+    use anf::ir::{EntityRef, FuncId};
+    let text = "\
+fn @main(i64) -> i64 {
+b0(v0: i64):
+    return v0
+}
+
+fn @unused(i64) -> i64 {
+b0(v0: i64):
+    return v0
+}
+";
+    let mut m = parse(text).unwrap();
+    let main = m.func_by_name("main").unwrap();
+    let outside = FuncId::new(m.funcs.len());
+    let map = optimize(&mut m, &[main, outside], &OptOptions::default());
+    verify(&m).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(m.funcs.len(), 1, "{}", print(&m));
+    assert_eq!(map.get(main), Some(FuncId::new(0)));
+    assert_eq!(map.get(outside), None);
+}
+
+/// `entry_fold` with bags or maps `v40`, `v41`, two 8-byte records `v42`, `v43` and a 16-byte
+/// record `v44` at hand.
+fn support_fold(body: &str) -> String {
+    entry_fold(body)
+        .replace(
+            "extern $nabla_bag_len(ptr) -> i64\n",
+            "extern $nabla_bag_len(ptr) -> i64
+extern fallible $nabla_bag_insert(ptr, ptr, i64, i64) -> ()
+extern fallible $nabla_bag_add_scaled(ptr, ptr, i64, i64) -> ()
+extern fallible $nabla_bag_add_into(ptr, ptr, i64) -> ()
+extern $nabla_bag_eq(ptr, ptr) -> bool
+extern $nabla_map_len(ptr) -> i64
+extern $nabla_map_get(ptr, ptr, ptr) -> bool
+extern fallible $nabla_map_add_scaled_key(ptr, ptr, ptr, i64, i64, i64) -> ()
+extern $nabla_sin(f64) -> f64
+extern $nabla_to_int(f64) -> i64
+",
+        )
+        .replace(
+            "fn @main(ptr, i64) -> i64 {\nb0(v0: ptr, v1: i64):\n",
+            "fn @main(ptr, i64, ptr, ptr) -> i64 {\nb0(v0: ptr, v1: i64, v40: ptr, v41: ptr):\n    v42 = alloc 8\n    v43 = alloc 8\n    v44 = alloc 16\n",
+        )
+}
+
+/// Support calls in an unsorted loop: bag and map additions commute, but not when the loop also
+/// reads what it changes (a length, an equality); a map addition is allowed only in
+/// `intGroup` (kind 0); other support functions (`nabla_map_get`) are refused.
+#[test]
+fn unsorted_iteration_tracks_what_support_calls_change_and_read() {
+    let scaled = "    call $nabla_bag_add_scaled(v40, v41, v7, v4)\n";
+    assert!(unordered(&support_fold(&format!("{scaled}    v9 = imul v7, v8"))));
+    assert!(!unordered(&support_fold(&format!("{scaled}    v30 = call $nabla_bag_len(v40)\n    v9 = iadd v30, v8"))));
+    let into = "    call $nabla_bag_add_into(v40, v41, v4)\n";
+    assert!(unordered(&support_fold(&format!("{into}    v9 = imul v7, v8"))));
+    assert!(!unordered(&support_fold(&format!("{into}    v30 = call $nabla_bag_len(v40)\n    v9 = iadd v30, v8"))));
+    let insert = "    store v7, v42+0\n    call $nabla_bag_insert(v40, v42, v8, v4)\n";
+    assert!(unordered(&support_fold(&format!("{insert}    v9 = imul v7, v8"))));
+    assert!(!unordered(&support_fold(&format!(
+        "{insert}    v30 = call $nabla_bag_eq(v40, v41)\n    v31 = btoi v30\n    v9 = iadd v31, v8"
+    ))));
+    let map = |kind: &str| {
+        format!(
+            "    v32 = iconst {kind}\n    store v7, v42+0\n    store v8, v43+0\n    call $nabla_map_add_scaled_key(v40, v42, v43, v8, v32, v4)\n"
+        )
+    };
+    assert!(unordered(&support_fold(&format!("{}    v9 = imul v7, v8", map("0")))));
+    assert!(!unordered(&support_fold(&format!("{}    v9 = imul v7, v8", map("1")))));
+    assert!(!unordered(&support_fold(&format!(
+        "{}    v30 = call $nabla_map_len(v40)\n    v9 = iadd v30, v8",
+        map("0")
+    ))));
+    // A record the loop writes is read by a support call only after each of its slots was
+    // stored in the same block (else the call sees the previous iteration's slot), and never
+    // by a load.
+    let wide = |after: &str| {
+        format!("    store v7, v44+0\n{after}    call $nabla_bag_insert(v40, v44, v8, v4)\n    v9 = imul v7, v8")
+    };
+    assert!(unordered(&support_fold(&wide("    store v8, v44+8\n"))));
+    assert!(!unordered(
+        &support_fold(&wide("")).replace("    v9 = imul v7, v8", "    store v8, v44+8\n    v9 = imul v7, v8")
+    ));
+    assert!(!unordered(&support_fold("    v30 = load.i64 v42+0\n    store v7, v42+0\n    v9 = imul v30, v8")));
+    // Nor through a copy of its pointer.
+    assert!(!unordered(&support_fold(
+        "    v31 = icmp lt v7, v8\n    v30 = select.ptr v31, v42, v43\n    v32 = load.i64 v30+0\n    store v7, v42+0\n    v9 = imul v32, v8"
+    )));
+    // Pure support functions are allowed.
+    assert!(unordered(&support_fold(
+        "    v30 = itof v7\n    v31 = call $nabla_sin(v30)\n    v32 = call $nabla_to_int(v31)\n    v9 = iadd v32, v8"
+    )));
+    assert!(!unordered(&support_fold(
+        "    store v7, v42+0\n    v30 = call $nabla_map_get(v40, v42, v43)\n    v31 = btoi v30\n    v9 = iadd v31, v8"
+    )));
+}
