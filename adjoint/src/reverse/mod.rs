@@ -1873,7 +1873,7 @@ impl Ad<'_, '_> {
                 }
                 Ok(())
             }
-            B::Map | B::ZipWith | B::Build => self.rev_elementwise(out, b, args, &zv, g),
+            B::Map | B::ZipWith | B::Build => self.rev_elementwise(out, b, args, g),
             // The transform's own builtins, for nested pullbacks (an inner site's output
             // differentiated by an outer one). Each is linear in its array argument: its
             // adjoint moves to the input after the other arguments' adjoints have read it.
@@ -2228,23 +2228,9 @@ impl Ad<'_, '_> {
             Builtin::Build => args[0].clone(),
             _ => self.emit(out, "n", call(Builtin::Len, &[arrays[0].clone()], Type::Int)),
         };
-        let arity = if bi == Builtin::ZipWith { 2 } else { 1 };
         let stash: Vec<(LocalId, Adj)> = carried.iter().filter_map(|c| self.adj.remove(c).map(|a| (*c, a))).collect();
         let body = self.loop_lambda(&n, false, &carried, &[Type::Real], &mut |ad, bo, i, extras| {
-            let (ps, bb, res) = ad.fresh_lam(&lamf, arity)?;
-            let mut binds = Vec::new();
-            if bi == Builtin::Build {
-                ad.bind_pat(&mut binds, &ps[0], i.clone())?;
-            } else {
-                for (p, a) in ps.iter().zip(&arrays) {
-                    let id = ad.t.fresh();
-                    let rhs = index(a, i);
-                    binds.push(Bind { id, name: "x".into(), ty: rhs.ty.clone(), rhs });
-                    let x = var(id, &"x".into(), &binds.last().unwrap().ty);
-                    ad.bind_pat(&mut binds, p, x)?;
-                }
-            }
-            binds.extend(bb);
+            let (binds, res) = ad.elementwise_binds(&lamf, bi, &arrays, i)?;
             ad.forward(bo, &binds)?;
             let s = ad.emit(bo, "s", rbin(BinOp::Add, &extras[0], &res));
             ad.seed_and_reverse(bo, &binds, &res, Some(Adj::R(real(1.0))))?;
@@ -2262,6 +2248,24 @@ impl Ad<'_, '_> {
         self.units.insert(b.id, units);
         self.summed.insert(self.sums[&b.id], sum[0].clone());
         Ok(true)
+    }
+
+    /// The body of `build n f` / `map f xs` / `zipWith f xs ys` (`bi`) at index `i`: a fresh copy
+    /// of f's body as a let-series, its parameters bound to `i` or to the arrays' elements.
+    fn elementwise_binds(&mut self, lamf: &E, bi: Builtin, arrays: &[E], i: &E) -> R<(Vec<Bind>, E)> {
+        let arity = if bi == Builtin::ZipWith { 2 } else { 1 };
+        let (ps, bb, res) = self.fresh_lam(lamf, arity)?;
+        let mut binds = Vec::new();
+        if bi == Builtin::Build {
+            self.bind_pat(&mut binds, &ps[0], i.clone())?;
+        } else {
+            for (p, a) in ps.iter().zip(arrays) {
+                let x = self.element(&mut binds, a, i)?;
+                self.bind_pat(&mut binds, p, x)?;
+            }
+        }
+        binds.extend(bb);
+        Ok((binds, res))
     }
 
     /// Element `i` of the array atom `xs` for a loop body, as bindings pushed on `binds`: `f i`
@@ -2294,7 +2298,7 @@ impl Ad<'_, '_> {
 
     /// `map f xs`, `zipWith f xs ys`, `build n f`: elementwise; the reverse loop recomputes each
     /// element's primal and runs the body's reverse with the element of the result's adjoint.
-    fn rev_elementwise(&mut self, out: &mut Vec<Bind>, b: Builtin, args: &[E], z: &E, g: Adj) -> R<()> {
+    fn rev_elementwise(&mut self, out: &mut Vec<Bind>, b: Builtin, args: &[E], g: Adj) -> R<()> {
         // The result's adjoint: an accumulator read at i, or a broadcast scalar read as is.
         let (gz, gb) = match g {
             Adj::A(gz) => (Some(gz), None),
@@ -2307,7 +2311,6 @@ impl Ad<'_, '_> {
             _ => (&args[1], vec![]),
         };
         let lamf = self.lam_of(f)?;
-        let arity = if b == Builtin::ZipWith { 2 } else { 1 };
         let n = match b {
             Builtin::Build => args[0].clone(),
             _ => self.emit(out, "n", call(Builtin::Len, &[arrays[0].clone()], Type::Int)),
@@ -2315,23 +2318,8 @@ impl Ad<'_, '_> {
         let mut refs: Vec<&E> = vec![&lamf];
         refs.extend(arrays.iter());
         let carried = self.captures(&refs);
-        let zt = z.ty.clone();
-        let _ = zt;
         let lam_rev = self.loop_lambda(&n, false, &carried, &[], &mut |ad, bo, i, _| {
-            let (ps, bb, res) = ad.fresh_lam(&lamf, arity)?;
-            let mut binds = Vec::new();
-            if b == Builtin::Build {
-                ad.bind_pat(&mut binds, &ps[0], i.clone())?;
-            } else {
-                for (p, a) in ps.iter().zip(&arrays) {
-                    let id = ad.t.fresh();
-                    let rhs = index(a, i);
-                    binds.push(Bind { id, name: "x".into(), ty: rhs.ty.clone(), rhs });
-                    let x = var(id, &"x".into(), &binds.last().unwrap().ty);
-                    ad.bind_pat(&mut binds, p, x)?;
-                }
-            }
-            binds.extend(bb);
+            let (binds, res) = ad.elementwise_binds(&lamf, b, &arrays, i)?;
             ad.forward(bo, &binds)?;
             let gi = match (&gz, &gb) {
                 (Some(gz), _) => {
