@@ -999,6 +999,11 @@ impl<'m> Transform<'m> {
     /// Inlines applications of statically known functions (λs, definitions, let-bound λs) by
     /// β-reduction to `let`; definitions of function type used as values become fresh λs.
     fn inline(&mut self, e: &E, env: &FxHashMap<LocalId, E>) -> R<E> {
+        if matches!(e.kind, ExprKind::App(..) | ExprKind::Index(..)) {
+            if let Some(t) = self.unroll_known_array(e, env) {
+                return self.inline(&t, env);
+            }
+        }
         match &e.kind {
             ExprKind::Ann(a, _) => self.inline(a, env),
             ExprKind::Var(_, VarRef::Global(_)) if is_fun(&e.ty) => match self.known(e, env) {
@@ -1028,10 +1033,6 @@ impl<'m> Transform<'m> {
                 }
                 let body2 = self.inline(body, env)?;
                 Ok(Expr::new(ExprKind::Let(p.clone(), rhs2, body2), e.span, e.ty.clone()))
-            }
-            ExprKind::App(..) | ExprKind::Index(..) if self.unroll_known_array(e, env).is_some() => {
-                let t = self.unroll_known_array(e, env).expect("checked");
-                self.inline(&t, env)
             }
             ExprKind::App(..) => {
                 let (h, args) = anf::anormal::spine(e);
