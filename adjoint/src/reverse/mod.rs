@@ -37,6 +37,7 @@
 //! `iterate'`) the whole carry when the reverse reads an array it carries.
 //! A site the transform cannot handle is reported as [`NotCompiled`] naming it.
 
+pub mod hoist;
 pub mod term;
 
 use std::rc::Rc;
@@ -1109,6 +1110,8 @@ impl<'m> Transform<'m> {
         let listing =
             SiteListing { span: self.span, forward: show(&out[start..middle]), reverse: show(&out[middle..]) };
         self.listings.push(listing);
+        let phases = out.split_off(start);
+        out.extend(hoist::hoist_tapes(phases));
         Ok((g, res))
     }
 }
