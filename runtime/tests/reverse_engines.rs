@@ -30,6 +30,7 @@ const MUST_COMPILE: &[&str] = &[
     "pb_fold_closure",
     "pb_fold_carry_activity",
     "pb_fused_sum",
+    "pb_fused_fold",
     "pb_builtin_as_function",
     "pb_closures_in_tuples",
     "pb_closures_in_arrays",
@@ -154,6 +155,10 @@ fn producer_errors_come_first_in_both_engines() {
             "index 5 out of bounds for length 3",
         ),
         (
+            "def f (x : Array Real) = fold (fun a i -> a + x.[i] * x.[i + 1]) 0.0 (build (len x - 1) (fun i -> i))\ndef main = grad f []",
+            "build: negative array size -1",
+        ),
+        (
             "def f (w : Real) = iterate (0 - 2) (fun x -> x * w) 1.0\ndef main = grad f 1.0",
             "iterate: negative count -2",
         ),
@@ -222,6 +227,41 @@ def main = grad f [0.5, 1.5, 2.0]"
                 assert_eq!(text.matches("= newarray").count(), *n, "{src}\n{text}");
                 assert!(!text.contains("call $nabla_arena"), "{src}\n{text}");
             }
+        }
+    });
+}
+
+/// A fold that adds to its accumulator (`acc + e1 + e2`, `e + acc`, `acc - e`; the accumulator
+/// used once) runs forward and reverse in one loop: the forward phase has one loop and the
+/// reverse phase none (it scales what the loop accumulated). A fold that uses its accumulator
+/// otherwise keeps a reverse loop. Values against the reducer: `examples/pb_fused_fold.nbl`.
+#[test]
+fn additive_folds_run_in_one_loop() {
+    let cases = [
+        ("fold (fun acc i -> acc + 100.0 * (x.[i + 1] - x.[i]) * (x.[i + 1] - x.[i]) + x.[i]) 0.0 (build (len x - 1) (fun i -> i))", true),
+        ("fold (fun acc v -> v * v + acc) 1.0 x", true),
+        ("fold (fun acc v -> acc - v * v) x.[0] x", true),
+        ("fold (fun acc v -> acc * v) 1.0 x", false),
+        ("fold (fun acc v -> acc + acc * v) 1.0 x", false),
+        ("fold (fun acc v -> v - acc) 1.0 x", false),
+    ];
+    frontend::with_big_stack(|| {
+        for (body, fused) in cases {
+            let src = format!("def f (x : Array Real) = {body}\ndef main = grad f [1.0, 2.0, 0.5]");
+            let (_, mono) = runtime::prepare(&src, "main").unwrap();
+            let (_, sites) = adjoint::reverse::transform_listing(&mono).unwrap();
+            let loops = |lines: &[String]| lines.iter().filter(|l| l.contains("iterate")).count();
+            let (fw, rv) = (loops(&sites[0].forward), loops(&sites[0].reverse));
+            assert_eq!(
+                (fw, rv) == (1, 0),
+                fused,
+                "{body}: {} / {}",
+                sites[0].forward.join("\n"),
+                sites[0].reverse.join("\n")
+            );
+            let a = runtime::interp::run(&mono).unwrap();
+            let r = runtime::engine::run(&mono).unwrap();
+            assert!(r.note.is_none() && close(&reals(&a), &reals(&r.value)), "{body}: {a} vs {}", r.value);
         }
     });
 }

@@ -1083,6 +1083,7 @@ impl<'m> Transform<'m> {
             sums: summed_producers(&binds, &res),
             summed: FxHashMap::default(),
             units: FxHashMap::default(),
+            folds: real_folds(&binds, &res),
         };
         ad.tys.insert(xid, ("x".into(), x.ty.clone()));
         if !x.ty.is_discrete() {
@@ -1224,6 +1225,9 @@ struct Ad<'a, 'm> {
     /// `z ↦` each captured variable's adjoint for the cotangent 1 at every element, computed by
     /// the fused forward loop: z's reverse scales them by the broadcast cotangent.
     units: FxHashMap<LocalId, Vec<(LocalId, E)>>,
+    /// Top-level `z = fold f z0 xs` of type Real: candidates for [`Ad::fused_fold`], and whether
+    /// `xs` is used by nothing else.
+    folds: FxHashMap<LocalId, bool>,
 }
 
 /// `Array (Array Real)`: its adjoint is a nested accumulator, an outer array of distinct row
@@ -1357,6 +1361,9 @@ impl Ad<'_, '_> {
                     continue;
                 }
                 if self.sums.contains_key(&b.id) && self.fused_forward(out, b, &rhs.clone())? {
+                    continue;
+                }
+                if self.folds.contains_key(&b.id) && self.fused_fold(out, b, &rhs.clone())? {
                     continue;
                 }
                 if let (ExprKind::Var(_, VarRef::Local(x)), false) = (&rhs.kind, is_fun(&b.ty)) {
@@ -1716,12 +1723,19 @@ impl Ad<'_, '_> {
         if let Some(units) = self.units.remove(&b.id) {
             // Lemma 4.4 (the pullback is linear in its cotangent): the reverse of a fused
             // producer with the broadcast cotangent c is c times its reverse for cotangent 1.
-            let Adj::B(c) = g else { return self.err("a fused producer's adjoint is not a broadcast (internal)") };
+            let (Adj::B(c) | Adj::R(c)) = g else {
+                return self.err("a fused loop's adjoint is not a scalar (internal)");
+            };
             for (v, u) in units {
                 let ve = self.var_of(v);
+                let one = matches!(c.kind, ExprKind::Lit(Lit::Real(x)) if x == 1.0);
+                let root = local(&ve).map(|v| self.root(v));
                 if u.ty == Type::Real {
                     let d = self.emit(out, "d", rbin(BinOp::Mul, &c, &u));
                     self.add(out, &ve, Adj::R(d))?;
+                } else if one && root.is_some_and(|r| !self.adj.contains_key(&r) && !self.rows.contains_key(&r)) {
+                    // The first adjoint of v, for the cotangent 1: the loop's accumulator itself.
+                    self.add(out, &ve, Adj::A(u))?;
                 } else {
                     self.add_axpy(out, &ve, c.clone(), u)?;
                 }
@@ -2251,6 +2265,72 @@ impl Ad<'_, '_> {
         self.adj.extend(stash);
         self.units.insert(b.id, units);
         self.summed.insert(self.sums[&b.id], sum[0].clone());
+        Ok(true)
+    }
+
+    /// The forward phase of a top-level `z = fold f z0 xs` (z a Real) whose body adds to the
+    /// accumulator: `f acc x` is a chain `acc + e1 + e2 …` (or `- e`, or `e + acc`) in which the
+    /// accumulator is used once and nothing else depends on it. Then ∂z/∂acc = 1 at every step,
+    /// so each element's contribution has z's cotangent, the same at every element, and as for a
+    /// fused sum (Lemma 4.4) its reverse runs right after its primal with cotangent 1, into fresh
+    /// accumulators of the captured variables that z's reverse scales (`rule`). One loop runs the
+    /// fold as written (its additions in its own order, so the value is the fold's exactly) and
+    /// the reverse: no second pass recomputing the body. Only when every captured variable is a
+    /// Real or an `Array Real`; `false` leaves the binding to the general path.
+    fn fused_fold(&mut self, out: &mut Vec<Bind>, b: &Bind, rhs: &E) -> R<bool> {
+        let (_, args) = anf::anormal::spine(rhs);
+        let (f, z0, xs) = (args[0].clone(), args[1].clone(), args[2].clone());
+        let Ok(lamf) = self.lam_of(&f) else { return Ok(false) };
+        let carried = self.captures(&[&lamf, &xs]);
+        let plain = |t: &Type| *t == Type::Real || *t == Type::array(Type::Real);
+        if carried.iter().any(|c| !plain(&self.tys[c].1) || self.rows.contains_key(c)) {
+            return Ok(false);
+        }
+        let (ps, bb, res) = self.fresh_lam(&lamf, 2)?;
+        if !additive(&ps[0], &bb, &res) {
+            return Ok(false);
+        }
+        let n = self.len_of(out, &xs);
+        let stash: Vec<(LocalId, Adj)> = carried.iter().filter_map(|c| self.adj.remove(c).map(|a| (*c, a))).collect();
+        let body = self.loop_lambda(&n, false, &carried, &[Type::Real], &mut |ad, bo, i, extras| {
+            let (ps, bb, res) = ad.fresh_lam(&lamf, 2)?;
+            let mut binds = Vec::new();
+            // The accumulator is not active here: its adjoint (1 at every step) is z's.
+            ad.bind_pat(&mut binds, &ps[0], extras[0].clone())?;
+            let x = ad.element(&mut binds, &xs, i)?;
+            ad.bind_pat(&mut binds, &ps[1], x)?;
+            binds.extend(bb);
+            ad.forward(bo, &binds)?;
+            ad.seed_and_reverse(bo, &binds, &res, Some(Adj::R(real(1.0))))?;
+            Ok(vec![res])
+        })?;
+        let acc = self.run_loop(out, &n, body, &carried, vec![z0.clone()])?;
+        let mut units = Vec::new();
+        for c in &carried {
+            let a = self.adj.remove(c);
+            let pv = self.var_of(*c);
+            let ty = pv.ty.clone();
+            units.push((*c, self.materialize(out, a, &ty, &pv)?));
+        }
+        self.adj.extend(stash);
+        // ∂z/∂z0 = 1 too.
+        if let Some(z) = local(&z0).filter(|z| self.active.contains(z)) {
+            units.push((z, real(1.0)));
+        }
+        self.units.insert(b.id, units);
+        out.push(Bind { id: b.id, name: b.name.clone(), ty: b.ty.clone(), rhs: acc[0].clone() });
+        // `xs = build m g` (g total) read only here: the loop computed its elements as `g i`, so
+        // the array is never made; what is left of it is its own error for a negative m, where
+        // it was.
+        let xs_id = local(&xs);
+        if let (Some(x), true) = (xs_id.filter(|x| self.builds.contains_key(x)), self.folds[&b.id]) {
+            if let Some(k) = out.iter().position(|o| o.id == x) {
+                let made = out.remove(k);
+                let mut check = Vec::new();
+                self.fail_first(&mut check, bin(BinOp::Lt, &self.lens[&x].clone(), &int(0), Type::Bool), &made);
+                out.splice(k..k, check);
+            }
+        }
         Ok(true)
     }
 
@@ -2800,6 +2880,58 @@ fn holds_array(t: &Type) -> bool {
         Type::Tuple(ts) => ts.iter().any(holds_array),
         _ => false,
     }
+}
+
+/// The bindings `z = fold f z0 xs` of type Real of a series (see [`Ad::fused_fold`]), and
+/// whether nothing else uses `xs`.
+fn real_folds(binds: &[Bind], res: &E) -> FxHashMap<LocalId, bool> {
+    let mut uses: FxHashMap<LocalId, usize> = FxHashMap::default();
+    for e in binds.iter().map(|b| &b.rhs).chain(std::iter::once(res)) {
+        frontend::lin::visit_free_locals(e, &mut |_, id, _| *uses.entry(id).or_default() += 1);
+    }
+    let mut out = FxHashMap::default();
+    for b in binds {
+        let (h, args) = anf::anormal::spine(strip(&b.rhs));
+        if b.ty == Type::Real
+            && args.len() == 3
+            && matches!(&strip(h).kind, ExprKind::Var(_, VarRef::Builtin(Builtin::Fold)))
+        {
+            let once = local(args[2]).is_some_and(|xs| uses.get(&xs) == Some(&1));
+            out.insert(b.id, once);
+        }
+    }
+    out
+}
+
+/// Is the series `binds; res` of a fold's body, with accumulator parameter `acc`, a chain of
+/// additions to the accumulator (`c + e`, `e + c`, `c - e`, copies `y = c`) that uses each link
+/// once and ends in `res`, with nothing else depending on it? Then ∂res/∂acc = 1.
+fn additive(acc: &Pat, binds: &[Bind], res: &E) -> bool {
+    let PatKind::Var(_, a) = &acc.kind else { return false };
+    let mut link = *a;
+    let mut used = FxHashSet::default();
+    for b in binds {
+        let mut fv = FxHashSet::default();
+        free_locals(&b.rhs, &mut fv);
+        if fv.iter().any(|v| used.contains(v)) {
+            return false;
+        }
+        if !fv.contains(&link) {
+            continue;
+        }
+        used.insert(link);
+        let next = match &b.rhs.kind {
+            ExprKind::Var(_, VarRef::Local(_)) => true,
+            ExprKind::Bin(BinOp::Add, x, y) => local(x) != local(y),
+            ExprKind::Bin(BinOp::Sub, x, y) => local(x) == Some(link) && local(y) != Some(link),
+            _ => false,
+        };
+        if !next || b.ty != Type::Real {
+            return false;
+        }
+        link = b.id;
+    }
+    local(res) == Some(link) && !used.contains(&link)
 }
 
 /// The producers `z = build n f` / `map f xs` / `zipWith f xs ys` of a series whose only use is
