@@ -10,6 +10,7 @@ use pullback_gen::{close, reals};
 /// First-order and nested gradients that the transform compiles today.
 const MUST_COMPILE: &[&str] = &[
     "gradient_descent",
+    "grad_through_oplus",
     "paper_a2_church_sum",
     "paper_ex31_pullback",
     "paper_ex31_trace",
@@ -263,5 +264,20 @@ fn additive_folds_run_in_one_loop() {
             let r = runtime::engine::run(&mono).unwrap();
             assert!(r.note.is_none() && close(&reals(&a), &reals(&r.value)), "{body}: {a} vs {}", r.value);
         }
+    });
+}
+
+/// `<+>` of a change chosen at run time (by an `if`) is not compiled: that site runs on the
+/// interpreter with a note naming it, the same value as the reducer's.
+#[test]
+fn oplus_of_a_run_time_change_falls_back_at_its_site() {
+    let src = "def f (c : Bool) (g : Real) = (g * g) <+> (if c then replace 1.0 else gchange realGroup 2.0)
+def main = (grad (f true) 2.0, grad (f false) 2.0)";
+    frontend::with_big_stack(|| {
+        let (_, mono) = runtime::prepare(src, "main").unwrap();
+        let r = runtime::engine::run(&mono).unwrap();
+        let note = r.note.expect("a note");
+        assert!(note.contains("`<+>` of a change chosen at run time") && note.contains("@105..122"), "{note}");
+        assert_eq!(r.value.to_string(), "(0.0, 4.0)");
     });
 }

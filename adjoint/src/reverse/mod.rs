@@ -1084,7 +1084,10 @@ impl<'m> Transform<'m> {
             summed: FxHashMap::default(),
             units: FxHashMap::default(),
             folds: real_folds(&binds, &res),
+            changes: FxHashMap::default(),
+            frozen: FxHashSet::default(),
         };
+        let binds = ad.expand_oplus(binds);
         ad.tys.insert(xid, ("x".into(), x.ty.clone()));
         if !x.ty.is_discrete() {
             ad.active.insert(xid);
@@ -1225,6 +1228,12 @@ struct Ad<'a, 'm> {
     /// `z ↦` each captured variable's adjoint for the cotangent 1 at every element, computed by
     /// the fused forward loop: z's reverse scales them by the broadcast cotangent.
     units: FxHashMap<LocalId, Vec<(LocalId, E)>>,
+    /// Bindings of changes and groups (`replace v`, `gchange g d`, `nil x`, tuples of changes,
+    /// `realGroup`, `group op inv z`, `pairGroup g h`, copies): what an `a <+> da` reads.
+    changes: FxHashMap<LocalId, E>,
+    /// Copies of a change's values made by [`Ad::expand_oplus`]: constants at the point (a change
+    /// has a discrete type), never active.
+    frozen: FxHashSet<LocalId>,
     /// Top-level `z = fold f z0 xs` of type Real: candidates for [`Ad::fused_fold`], and whether
     /// `xs` is used by nothing else.
     folds: FxHashMap<LocalId, bool>,
@@ -1324,7 +1333,8 @@ impl Ad<'_, '_> {
             }
             let mut fv = FxHashSet::default();
             free_locals(rhs, &mut fv);
-            let active = !b.ty.is_discrete() && fv.iter().any(|v| self.active.contains(v));
+            let active =
+                !b.ty.is_discrete() && !self.frozen.contains(&b.id) && fv.iter().any(|v| self.active.contains(v));
             if let (ExprKind::Var(_, VarRef::Builtin(bi)), [a0, a1, ..]) =
                 (&anf::anormal::spine(rhs).0.kind, anf::anormal::spine(rhs).1.as_slice())
             {
@@ -1772,10 +1782,11 @@ impl Ad<'_, '_> {
                 let d = self.emit(out, "d", mk(ExprKind::Neg(g), Type::Real));
                 self.add(out, a, Adj::R(d))
             }
-            // `a ⊕ da` with `a` active: its derivative depends on which change `da` holds (the
-            // reducer's rule (⊕) reads it at the point); not compiled, so the interpreter runs it.
+            // `a ⊕ da` with `a` active whose change `expand_oplus` could not see: its derivative
+            // depends on which change `da` holds at run time (the reducer's rule (⊕) reads it at
+            // the point); not compiled, so the interpreter runs it.
             ExprKind::Bin(BinOp::Oplus, a, _) if self.is_active(a) => {
-                self.err("a gradient through `<+>` of a value that depends on the input")
+                self.err("a gradient through `<+>` of a change chosen at run time")
             }
             ExprKind::Bin(op, a, c) => {
                 let Adj::R(g) = g else { return self.err(format!("`{}` on arrays", op.ascii())) };
@@ -2099,20 +2110,140 @@ impl Ad<'_, '_> {
         Ok((ps, binds, res))
     }
 
-    /// A fresh copy of a λ body as a let-series (A-normalised again if needed).
+    /// A fresh copy of a λ body as a let-series (A-normalised again if needed), its `<+>`s
+    /// expanded ([`Ad::expand_oplus`]).
     fn body_series(&mut self, body: &E) -> R<(Vec<Bind>, E)> {
         let b = self.t.refresh(body);
-        if let Some(s) = series(&b) {
-            return Ok(s);
-        }
-        let a = {
-            let mut fr = self.t.fresher();
-            anf::anormal::anormalise(&b, &mut fr)
+        let (binds, res) = match series(&b) {
+            Some(s) => s,
+            None => {
+                let a = {
+                    let mut fr = self.t.fresher();
+                    anf::anormal::anormalise(&b, &mut fr)
+                };
+                match series(&a) {
+                    Some(s) => s,
+                    None => return self.err("a loop body that is not a let-series (internal)"),
+                }
+            }
         };
-        match series(&a) {
-            Some(s) => Ok(s),
-            None => self.err("a loop body that is not a let-series (internal)"),
+        Ok((self.expand_oplus(binds), res))
+    }
+
+    /// ILC's `<+>` at a point, rule (⊕): a change has a discrete type, so near the point
+    /// `a <+> da` is the update the change selects. When the series shows which change `da` is
+    /// (made by `replace`, `gchange` over `realGroup` or a user `group`, `nil`, a
+    /// tuple of those, through copies), `z = a <+> da` becomes that update: `replace v ↦ v`,
+    /// `gchange realGroup d ↦ a + d`, `gchange (group op inv e) d ↦ op a d`, `nil x ↦ a`, tuples
+    /// componentwise, which the ordinary rules differentiate. The change's own values (v, d) are
+    /// read through frozen copies: constants at the point, as in the reducer. A change the series
+    /// does not show (a parameter, an `if`) is left as it is (`rule` refuses it when active).
+    fn expand_oplus(&mut self, binds: Vec<Bind>) -> Vec<Bind> {
+        let mut out = Vec::with_capacity(binds.len());
+        for b in binds {
+            let rhs = strip(&b.rhs).clone();
+            if change_like(&b.ty) || matches!(rhs.kind, ExprKind::Lam(..)) {
+                self.changes.insert(b.id, rhs.clone());
+            }
+            if let ExprKind::Bin(BinOp::Oplus, a, da) = &rhs.kind {
+                let mut new = Vec::new();
+                if !a.ty.is_discrete() {
+                    if let Some(u) = self.update(&mut new, a, da) {
+                        out.extend(new);
+                        out.push(Bind { rhs: u, ..b });
+                        continue;
+                    }
+                }
+            }
+            out.push(b);
         }
+        out
+    }
+
+    /// The change bound to the atom `e` (through copies).
+    fn change_of(&self, e: &E) -> Option<E> {
+        let mut cur = self.changes.get(&local(e)?)?.clone();
+        while let Some(next) = local(&cur).and_then(|id| self.changes.get(&id)) {
+            cur = next.clone();
+        }
+        Some(cur)
+    }
+
+    /// The update `a <+> da` selects, as bindings on `out` and a right-hand side.
+    fn update(&mut self, out: &mut Vec<Bind>, a: &E, da: &E) -> Option<E> {
+        let d = self.change_of(da)?;
+        let (h, args) = anf::anormal::spine(&d);
+        match (&strip(h).kind, args.as_slice()) {
+            (ExprKind::Var(_, VarRef::Builtin(Builtin::Replace)), [v]) => Some(self.frozen_copy(out, v)),
+            (ExprKind::Var(_, VarRef::Builtin(Builtin::Nil)), [_]) => Some(a.clone()),
+            (ExprKind::Var(_, VarRef::Builtin(Builtin::GChange)), [g, d]) => {
+                let (g, d) = ((*g).clone(), (*d).clone());
+                self.group_update(out, a, &g, &d)
+            }
+            _ => match (&d.kind, &a.ty) {
+                (ExprKind::Tuple(cs), Type::Tuple(ts)) if cs.len() == ts.len() => {
+                    let mut parts = Vec::new();
+                    for (i, c) in cs.iter().enumerate() {
+                        let ai = self.t.bind(out, "a", proj(a, i));
+                        let u = self.update(out, &ai, c)?;
+                        parts.push(self.t.bind(out, "u", u));
+                    }
+                    Some(tuple(parts))
+                }
+                _ => None,
+            },
+        }
+    }
+
+    /// `a <+> gchange g d` (a base type: `gchange` takes no tuples): the group's operation on
+    /// `a` and the frozen `d`.
+    fn group_update(&mut self, out: &mut Vec<Bind>, a: &E, g: &E, d: &E) -> Option<E> {
+        let grp = self.change_of(g)?;
+        let (h, args) = anf::anormal::spine(&grp);
+        match (&strip(h).kind, args.as_slice()) {
+            (ExprKind::Var(_, VarRef::Builtin(Builtin::RealGroup)), []) => {
+                let d = self.frozen_copy(out, d);
+                Some(rbin(BinOp::Add, a, &d))
+            }
+            (ExprKind::Var(_, VarRef::Builtin(Builtin::MkGroup)), [op, _, _]) => {
+                // `op a d`, inlined (the series the rules read has no calls of λs).
+                let op = match &strip(op).kind {
+                    ExprKind::Lam(..) => strip(op).clone(),
+                    ExprKind::Var(_, VarRef::Global(_)) => self.t.resolve(op).ok()?,
+                    _ => self.changes.get(&local(op)?).filter(|l| matches!(l.kind, ExprKind::Lam(..)))?.clone(),
+                };
+                let d = self.frozen_copy(out, d);
+                // The group is part of the change: what its operation captures is frozen too.
+                let mut fv: Vec<E> = Vec::new();
+                frontend::lin::visit_free_vars(&op, &mut |v| {
+                    if local(v).is_some() && !fv.iter().any(|w| local(w) == local(v)) {
+                        fv.push(v.clone());
+                    }
+                });
+                let mut ren = FxHashMap::default();
+                for v in fv {
+                    let c = self.frozen_copy(out, &v);
+                    ren.insert(local(&v)?, local(&c)?);
+                }
+                let op = rename(&op, &ren);
+                let (ps, bb, res) = self.fresh_lam(&op, 2).ok()?;
+                self.bind_pat(out, &ps[0], a.clone()).ok()?;
+                self.bind_pat(out, &ps[1], d).ok()?;
+                out.extend(bb);
+                Some(res)
+            }
+            _ => None,
+        }
+    }
+
+    /// A copy of a change's value that is never active (a literal as it is).
+    fn frozen_copy(&mut self, out: &mut Vec<Bind>, v: &E) -> E {
+        if local(v).is_none() {
+            return v.clone();
+        }
+        let c = self.t.bind(out, "c", v.clone());
+        self.frozen.insert(local(&c).unwrap());
+        c
     }
 
     /// One reverse iteration as `λs. …` over the state `(k, carried…, extras…)`: `body` emits the
@@ -2878,6 +3009,15 @@ fn holds_array(t: &Type) -> bool {
     match t {
         Type::Array(_) => true,
         Type::Tuple(ts) => ts.iter().any(holds_array),
+        _ => false,
+    }
+}
+
+/// A change, a group, or a tuple holding one.
+fn change_like(t: &Type) -> bool {
+    match t {
+        Type::Delta(_) | Type::Group(_) => true,
+        Type::Tuple(ts) => ts.iter().any(change_like),
         _ => false,
     }
 }

@@ -206,3 +206,14 @@ pub fn local(e: &E) -> Option<LocalId> {
         _ => None,
     }
 }
+
+/// `e` with the local variables of `map` renamed (binders are unique, so no capture).
+pub fn rename(e: &E, map: &FxHashMap<LocalId, LocalId>) -> E {
+    match &e.kind {
+        ExprKind::Var(n, VarRef::Local(id)) => match map.get(id) {
+            Some(new) => Expr::new(ExprKind::Var(n.clone(), VarRef::Local(*new)), e.span, e.ty.clone()),
+            None => e.clone(),
+        },
+        _ => map_children::<()>(e, &mut |c| Ok(rename(c, map))).unwrap_or_else(|_| e.clone()),
+    }
+}
