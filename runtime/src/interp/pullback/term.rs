@@ -241,30 +241,100 @@ pub fn tame(p: &Rc<Pat>) -> Rc<Pat> {
 }
 
 /// The pattern read as a term (after `tame`).
+///
+/// A tuple pattern's term is remembered while the pattern's components live: rule 8's chain
+/// patterns `⟨y, x⟩` grow by one variable a link and share `y`, so each link's `⟨y, E⟩` and each
+/// dual map's `⟨v, S⟩` (over the tangent pattern, see [`mirror`]) reuse the previous link's term
+/// and cost O(1) instead of O(k) — copies made the reducer's memory quadratic in the length of a
+/// let-series (the gradient of a `fold` unrolls into one).
 pub fn pattern_term(p: &Pat) -> E {
     match &p.kind {
         PatKind::Var(n, id) => var(n.clone(), *id, &p.ty),
         PatKind::Unit | PatKind::Wild => mk(ExprKind::Lit(Lit::Unit), Type::Unit),
         PatKind::Tuple(ps) => {
+            let key = Rc::as_ptr(ps) as *const Pat;
+            let hit = PAT_MEMO.with(|m| m.borrow().terms.get(&key).and_then(|(_, t)| t.upgrade()));
+            if let Some(t) = hit.filter(|t| t.span == p.span && same_type(&t.ty, &p.ty)) {
+                return t;
+            }
             let xs: Vec<E> = ps.iter().map(pattern_term).collect();
-            Expr::new(ExprKind::Tuple(xs), p.span, p.ty.clone())
+            let t = Expr::new(ExprKind::Tuple(xs), p.span, p.ty.clone());
+            PAT_MEMO.with(|m| {
+                let mut m = m.borrow_mut();
+                m.sweep();
+                m.terms.insert(key, (Rc::downgrade(ps), Rc::downgrade(&t)));
+            });
+            t
         }
     }
 }
 
-/// `⟨y, x⟩` for rule 8.
+/// Type equality that answers at once for tuple types sharing their components (chain patterns'
+/// types are tuples nested as deep as the chain is long).
+fn same_type(a: &Type, b: &Type) -> bool {
+    match (a, b) {
+        (Type::Tuple(x), Type::Tuple(y)) if Rc::ptr_eq(x, y) => true,
+        _ => a == b,
+    }
+}
+
+/// `⟨y, x⟩` for rule 8. `y`'s components are shared, not copied.
 pub fn chain_pattern(y: &Pat, x: &Pat) -> Rc<Pat> {
     let ty = Type::tuple(vec![y.ty.clone(), x.ty.clone()]);
-    Rc::new(Pat { kind: PatKind::Tuple(vec![y.clone(), x.clone()]), span: CHAIN, ty, ann: None })
+    Rc::new(Pat { kind: PatKind::Tuple(Rc::from(vec![y.clone(), x.clone()])), span: CHAIN, ty, ann: None })
+}
+
+/// What [`pattern_term`] and [`mirror`] remember about tuple patterns, by the address of the
+/// pattern's components. The `Weak` keeps that address from being reused while the entry lives;
+/// entries of dead patterns are swept when the tables have doubled.
+struct PatMemo {
+    terms: FxHashMap<*const Pat, (Weak<[Pat]>, Weak<Expr>)>,
+    /// A tuple pattern's tangent pattern named from `v1` (see [`mirror`]), with its leaf count.
+    mirrors: FxHashMap<*const Pat, (Weak<[Pat]>, Pat, u32)>,
+    sweep_at: usize,
+}
+
+impl PatMemo {
+    fn sweep(&mut self) {
+        if self.terms.len() + self.mirrors.len() < self.sweep_at {
+            return;
+        }
+        self.terms.retain(|_, (k, v)| k.strong_count() > 0 && v.strong_count() > 0);
+        self.mirrors.retain(|_, (k, _, _)| k.strong_count() > 0);
+        self.sweep_at = (2 * (self.terms.len() + self.mirrors.len())).max(1 << 12);
+    }
+}
+
+thread_local! {
+    static PAT_MEMO: RefCell<PatMemo> = RefCell::new(PatMemo {
+        terms: FxHashMap::default(),
+        mirrors: FxHashMap::default(),
+        sweep_at: 1 << 12,
+    });
 }
 
 /// A tangent pattern of the same shape as `p`: fresh `v` (one variable) or `v1, v2, …`, with the
 /// map from each variable of `p` to its tangent variable.
+///
+/// The tangent pattern of a tuple pattern is remembered, and a pattern whose first component was
+/// mirrored before reuses that component's tangent pattern: rule 8's chain `⟨y, x⟩` gets
+/// `⟨v_y, vₖ⟩`, sharing `v_y` with the dual map made at the previous link. So dual maps that
+/// coexist may bind the same tangent variables; each binds its own (substitution renames binders
+/// that would capture), and the names are those a fresh mirror would give.
 pub fn mirror(p: &Pat) -> (Rc<Pat>, FxHashMap<LocalId, E>) {
-    let single = matches!(p.kind, PatKind::Var(..));
-    let mut map = FxHashMap::default();
-    let mut n = 0;
-    fn go(p: &Pat, single: bool, n: &mut u32, map: &mut FxHashMap<LocalId, E>) -> Pat {
+    /// Adds each variable of `p` to `map`, to its tangent in `t` (a pattern of the same shape).
+    fn pair(p: &Pat, t: &Pat, map: &mut FxHashMap<LocalId, E>) {
+        match (&p.kind, &t.kind) {
+            (PatKind::Var(_, id), PatKind::Var(name, tid)) => {
+                map.insert(*id, var(name.clone(), *tid, &t.ty));
+            }
+            (PatKind::Tuple(ps), PatKind::Tuple(ts)) => ps.iter().zip(ts.iter()).for_each(|(q, u)| pair(q, u, map)),
+            _ => {}
+        }
+    }
+    /// `first`: `p` is leftmost in a tuple pattern, so its variables are named from `v1` as they
+    /// would be in a pattern of its own (a remembered tangent pattern is valid here).
+    fn go(p: &Pat, single: bool, first: bool, n: &mut u32, map: &mut FxHashMap<LocalId, E>) -> Pat {
         let kind = match &p.kind {
             PatKind::Var(_, id) => {
                 *n += 1;
@@ -273,12 +343,37 @@ pub fn mirror(p: &Pat) -> (Rc<Pat>, FxHashMap<LocalId, E>) {
                 map.insert(*id, var(name.clone(), nid, &p.ty));
                 PatKind::Var(name, nid)
             }
-            PatKind::Tuple(ps) => PatKind::Tuple(ps.iter().map(|q| go(q, single, n, map)).collect()),
+            PatKind::Tuple(ps) => {
+                let key = Rc::as_ptr(ps) as *const Pat;
+                if first {
+                    let hit = PAT_MEMO.with(|m| m.borrow().mirrors.get(&key).map(|(_, t, k)| (t.clone(), *k)));
+                    if let Some((t, k)) = hit.filter(|(t, _)| t.span == p.span && same_type(&t.ty, &p.ty)) {
+                        pair(p, &t, map);
+                        *n += k;
+                        return t;
+                    }
+                }
+                let before = *n;
+                let ts: Rc<[Pat]> =
+                    ps.iter().enumerate().map(|(i, q)| go(q, single, first && i == 0, n, map)).collect();
+                let t = Pat { kind: PatKind::Tuple(ts), span: p.span, ty: p.ty.clone(), ann: None };
+                if first {
+                    PAT_MEMO.with(|m| {
+                        let mut m = m.borrow_mut();
+                        m.sweep();
+                        m.mirrors.insert(key, (Rc::downgrade(ps), t.clone(), *n - before));
+                    });
+                }
+                return t;
+            }
             k => k.clone(),
         };
         Pat { kind, span: p.span, ty: p.ty.clone(), ann: None }
     }
-    let t = go(p, single, &mut n, &mut map);
+    let single = matches!(p.kind, PatKind::Var(..));
+    let mut map = FxHashMap::default();
+    let mut n = 0;
+    let t = go(p, single, !single, &mut n, &mut map);
     (Rc::new(t), map)
 }
 
