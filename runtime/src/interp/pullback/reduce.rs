@@ -962,7 +962,10 @@ pub fn is_link(p: &Pat, body: &E) -> bool {
         }
     }
     match &body.kind {
-        ExprKind::Tuple(xs) if body.span == CHAIN && xs.len() == 2 => matches(p, &xs[0]),
+        // Rule 8 writes `y` as its remembered pattern term, so the walk is rarely needed.
+        ExprKind::Tuple(xs) if body.span == CHAIN && xs.len() == 2 => {
+            std::rc::Rc::ptr_eq(&xs[0], &pattern_term(p)) || matches(p, &xs[0])
+        }
         _ => false,
     }
 }

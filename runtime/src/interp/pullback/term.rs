@@ -183,17 +183,23 @@ pub struct Leaf {
     pub ty: Type,
 }
 
-/// The variables of a pattern, left to right.
-pub fn leaves(p: &Pat) -> Vec<Leaf> {
-    fn go(p: &Pat, out: &mut Vec<Leaf>) {
+/// The variables of a pattern that are in `only`, left to right (the walk allocates nothing else).
+pub fn leaves_in(p: &Pat, only: &FxHashSet<LocalId>) -> Vec<Leaf> {
+    fn go(p: &Pat, only: &FxHashSet<LocalId>, out: &mut Vec<Leaf>) {
         match &p.kind {
-            PatKind::Var(n, id) => out.push(Leaf { id: *id, name: n.clone(), ty: p.ty.clone() }),
+            PatKind::Var(n, id) => {
+                if only.contains(id) {
+                    out.push(Leaf { id: *id, name: n.clone(), ty: p.ty.clone() })
+                }
+            }
             PatKind::Wild | PatKind::Unit => {}
-            PatKind::Tuple(ps) => ps.iter().for_each(|q| go(q, out)),
+            PatKind::Tuple(ps) => ps.iter().for_each(|q| go(q, only, out)),
         }
     }
     let mut out = Vec::new();
-    go(p, &mut out);
+    if !only.is_empty() {
+        go(p, only, &mut out);
+    }
     out
 }
 
@@ -321,26 +327,35 @@ thread_local! {
 /// `⟨v_y, vₖ⟩`, sharing `v_y` with the dual map made at the previous link. So dual maps that
 /// coexist may bind the same tangent variables; each binds its own (substitution renames binders
 /// that would capture), and the names are those a fresh mirror would give.
-pub fn mirror(p: &Pat) -> (Rc<Pat>, FxHashMap<LocalId, E>) {
+///
+/// The map holds only the variables in `only` (all when `None`).
+pub fn mirror(p: &Pat, only: Option<&FxHashSet<LocalId>>) -> (Rc<Pat>, FxHashMap<LocalId, E>) {
+    type Only<'a> = Option<&'a FxHashSet<LocalId>>;
     /// Adds each variable of `p` to `map`, to its tangent in `t` (a pattern of the same shape).
-    fn pair(p: &Pat, t: &Pat, map: &mut FxHashMap<LocalId, E>) {
+    fn pair(p: &Pat, t: &Pat, only: Only, map: &mut FxHashMap<LocalId, E>) {
         match (&p.kind, &t.kind) {
             (PatKind::Var(_, id), PatKind::Var(name, tid)) => {
-                map.insert(*id, var(name.clone(), *tid, &t.ty));
+                if only.is_none_or(|o| o.contains(id)) {
+                    map.insert(*id, var(name.clone(), *tid, &t.ty));
+                }
             }
-            (PatKind::Tuple(ps), PatKind::Tuple(ts)) => ps.iter().zip(ts.iter()).for_each(|(q, u)| pair(q, u, map)),
+            (PatKind::Tuple(ps), PatKind::Tuple(ts)) => {
+                ps.iter().zip(ts.iter()).for_each(|(q, u)| pair(q, u, only, map))
+            }
             _ => {}
         }
     }
     /// `first`: `p` is leftmost in a tuple pattern, so its variables are named from `v1` as they
     /// would be in a pattern of its own (a remembered tangent pattern is valid here).
-    fn go(p: &Pat, single: bool, first: bool, n: &mut u32, map: &mut FxHashMap<LocalId, E>) -> Pat {
+    fn go(p: &Pat, single: bool, first: bool, n: &mut u32, only: Only, map: &mut FxHashMap<LocalId, E>) -> Pat {
         let kind = match &p.kind {
             PatKind::Var(_, id) => {
                 *n += 1;
                 let name: Name = if single { "v".into() } else { format!("v{n}").into() };
                 let nid = fresh_id();
-                map.insert(*id, var(name.clone(), nid, &p.ty));
+                if only.is_none_or(|o| o.contains(id)) {
+                    map.insert(*id, var(name.clone(), nid, &p.ty));
+                }
                 PatKind::Var(name, nid)
             }
             PatKind::Tuple(ps) => {
@@ -348,14 +363,14 @@ pub fn mirror(p: &Pat) -> (Rc<Pat>, FxHashMap<LocalId, E>) {
                 if first {
                     let hit = PAT_MEMO.with(|m| m.borrow().mirrors.get(&key).map(|(_, t, k)| (t.clone(), *k)));
                     if let Some((t, k)) = hit.filter(|(t, _)| t.span == p.span && same_type(&t.ty, &p.ty)) {
-                        pair(p, &t, map);
+                        pair(p, &t, only, map);
                         *n += k;
                         return t;
                     }
                 }
                 let before = *n;
                 let ts: Rc<[Pat]> =
-                    ps.iter().enumerate().map(|(i, q)| go(q, single, first && i == 0, n, map)).collect();
+                    ps.iter().enumerate().map(|(i, q)| go(q, single, first && i == 0, n, only, map)).collect();
                 let t = Pat { kind: PatKind::Tuple(ts), span: p.span, ty: p.ty.clone(), ann: None };
                 if first {
                     PAT_MEMO.with(|m| {
@@ -373,13 +388,8 @@ pub fn mirror(p: &Pat) -> (Rc<Pat>, FxHashMap<LocalId, E>) {
     let single = matches!(p.kind, PatKind::Var(..));
     let mut map = FxHashMap::default();
     let mut n = 0;
-    let t = go(p, single, !single, &mut n, &mut map);
+    let t = go(p, single, !single, &mut n, only, &mut map);
     (Rc::new(t), map)
-}
-
-/// The substitution `[V/p]`: each variable of `p` to its component of `v`.
-pub fn pattern_subst(p: &Pat, v: &E) -> FxHashMap<LocalId, E> {
-    pattern_subst_for(p, v, None)
 }
 
 /// `[V/p]` restricted to the variables in `only` (all when `None`).
@@ -387,8 +397,14 @@ pub fn pattern_subst(p: &Pat, v: &E) -> FxHashMap<LocalId, E> {
 /// Pattern and value are walked together, so a leaf at depth `d` costs O(1) once its parent's
 /// component is known (folding `proj` along each leaf's path was Θ(k²) on rule 8's left-nested
 /// chains ⟨⟨⟨y, z1⟩, z2⟩ …⟩, and made the reducer's gradient of a fold Θ(n³)).
-fn pattern_subst_for(p: &Pat, v: &E, only: Option<&FxHashSet<LocalId>>) -> FxHashMap<LocalId, E> {
-    fn go(p: &Pat, v: &E, only: Option<&FxHashSet<LocalId>>, out: &mut FxHashMap<LocalId, E>) {
+pub fn pattern_subst_for(p: &Pat, v: &E, only: Option<&FxHashSet<LocalId>>) -> FxHashMap<LocalId, E> {
+    pattern_subst_walk(p, v, only, false)
+}
+
+/// `skip_identity`: leave out a tuple sub-pattern whose value is its own pattern term (each of its
+/// variables to itself — rule 6 composing dual maps that share a tangent pattern, see [`mirror`]).
+fn pattern_subst_walk(p: &Pat, v: &E, only: Option<&FxHashSet<LocalId>>, skip_identity: bool) -> FxHashMap<LocalId, E> {
+    fn go(p: &Pat, v: &E, only: Option<&FxHashSet<LocalId>>, skip: bool, out: &mut FxHashMap<LocalId, E>) {
         match &p.kind {
             PatKind::Var(_, id) => {
                 if only.is_none_or(|o| o.contains(id)) {
@@ -397,6 +413,9 @@ fn pattern_subst_for(p: &Pat, v: &E, only: Option<&FxHashSet<LocalId>>) -> FxHas
             }
             PatKind::Wild | PatKind::Unit => {}
             PatKind::Tuple(ps) => {
+                if skip && matches!(v.kind, ExprKind::Tuple(_)) && is_own_pattern_term(p, v) {
+                    return;
+                }
                 for (i, q) in ps.iter().enumerate() {
                     let wanted = match &q.kind {
                         PatKind::Wild | PatKind::Unit => false,
@@ -404,15 +423,22 @@ fn pattern_subst_for(p: &Pat, v: &E, only: Option<&FxHashSet<LocalId>>) -> FxHas
                         PatKind::Tuple(_) => true,
                     };
                     if wanted {
-                        go(q, &proj(v, i), only, out);
+                        go(q, &proj(v, i), only, skip, out);
                     }
                 }
             }
         }
     }
     let mut out = FxHashMap::default();
-    go(p, v, only, &mut out);
+    go(p, v, only, skip_identity, &mut out);
     out
+}
+
+/// Is `v` the remembered [`pattern_term`] of the tuple pattern `p`?
+fn is_own_pattern_term(p: &Pat, v: &E) -> bool {
+    let PatKind::Tuple(ps) = &p.kind else { return false };
+    let key = Rc::as_ptr(ps) as *const Pat;
+    PAT_MEMO.with(|m| m.borrow().terms.get(&key).is_some_and(|(_, t)| std::ptr::eq(t.as_ptr(), Rc::as_ptr(v))))
 }
 
 /// `body[V/p]`. Only the pattern's variables free in `body` are looked up: rule 8's chain patterns
@@ -423,7 +449,7 @@ pub fn instantiate(p: &Pat, body: &E, v: &E) -> E {
         return body.clone();
     }
     let only: FxHashSet<LocalId> = free.iter().copied().collect();
-    subst(body, &pattern_subst_for(p, v, Some(&only)))
+    subst(body, &pattern_subst_walk(p, v, Some(&only), true))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -546,16 +572,31 @@ pub fn is_closed(e: &E) -> bool {
 }
 
 /// Capture-avoiding substitution of terms for free variables.
+///
+/// Only the variables free in `e` are looked up, and a variable replaced by itself is left alone:
+/// a dual map's body mentions a few of the tangent variables its pattern binds (rule 6 substitutes
+/// a whole chain's worth), and coexisting dual maps may bind the same ones (see [`mirror`]).
 pub fn subst(e: &E, s: &FxHashMap<LocalId, E>) -> E {
     if s.is_empty() {
         return e.clone();
     }
+    let mut used: FxHashMap<LocalId, E> = FxHashMap::default();
+    for id in fv(e).iter() {
+        if let Some(r) = s.get(id) {
+            if !matches!(&r.kind, ExprKind::Var(_, VarRef::Local(j)) if j == id) {
+                used.insert(*id, r.clone());
+            }
+        }
+    }
+    if used.is_empty() {
+        return e.clone();
+    }
     let mut danger = FxHashSet::default();
-    for r in s.values() {
-        danger.extend(free_set(r));
+    for r in used.values() {
+        danger.extend(fv(r).iter().copied());
     }
     let mut st = Subst { danger, memo: FxHashMap::default() };
-    st.go(e, s, true)
+    st.go(e, &used, true)
 }
 
 struct Subst {
