@@ -507,6 +507,17 @@ fn fv(e: &E) -> Fv {
     let none = FxHashSet::default();
     let mut out = Vec::new();
     let mut seen = FxHashSet::default();
+    // Sized once for the children's lists (a tuple or array of n tangents has n free variables).
+    let (mut total, mut lists) = (0, 0);
+    frontend::lin::for_each_child(e, &mut |c| {
+        let n = fv(c).len();
+        total += n;
+        lists += usize::from(n > 0);
+    });
+    if lists > 1 {
+        seen.reserve(total);
+        out.reserve(total);
+    }
     match &e.kind {
         ExprKind::Var(n, VarRef::Local(id)) => {
             FV_CACHE.with(|c| {
