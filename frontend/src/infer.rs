@@ -639,12 +639,12 @@ impl Infer {
             PatKind::Tuple(ps) => {
                 let mut out = Vec::new();
                 let mut ts = Vec::new();
-                for q in ps {
+                for q in ps.iter() {
                     let (qq, t) = self.pattern(q)?;
                     out.push((*qq).clone());
                     ts.push(t);
                 }
-                (PatKind::Tuple(out), Type::tuple(ts))
+                (PatKind::Tuple(out.into()), Type::tuple(ts))
             }
         };
         if let Some(a) = &p.ann {

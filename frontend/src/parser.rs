@@ -326,7 +326,7 @@ impl Parser {
                 if ps.len() == 1 {
                     return Ok(ps.pop().expect("one pattern"));
                 }
-                Ok(Pat { kind: PatKind::Tuple(ps), span: start.to(self.prev_span()), ty: Type::Unit, ann: None })
+                Ok(Pat { kind: PatKind::Tuple(ps.into()), span: start.to(self.prev_span()), ty: Type::Unit, ann: None })
             }
             _ => Err(self.unexpected("a pattern (a name, `_` or a tuple of patterns)")),
         }

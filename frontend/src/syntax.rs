@@ -126,7 +126,9 @@ pub enum PatKind {
     Var(Name, LocalId),
     Wild,
     Unit,
-    Tuple(Vec<Pat>),
+    /// Components are shared: cloning a tuple pattern is O(1) (the pullback reducer's rule 8
+    /// pairs a growing pattern with each new binder, `⟨y, x⟩`).
+    Tuple(Rc<[Pat]>),
 }
 
 impl Pat {

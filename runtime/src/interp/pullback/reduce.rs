@@ -350,6 +350,25 @@ impl<'a, 'p> Reducer<'a, 'p> {
                 let v = crate::interp::incremental::eval_derive(self.it, a, span)?;
                 Some((lab("Derive"), super::readback::readback(&v, &e.ty)))
             }
+            ExprKind::Tuple(xs) | ExprKind::Array(xs) if !self.tracing() => {
+                // Left to right, as `child` would, but the tuple or array is rebuilt once, not once
+                // per element that reduces (a trace shows each element's context instead).
+                let mut ys: Option<Vec<E>> = None;
+                for (i, x) in xs.iter().enumerate() {
+                    let v = self.eval(x)?;
+                    if !std::rc::Rc::ptr_eq(&v, x) {
+                        ys.get_or_insert_with(|| xs.clone())[i] = v;
+                    }
+                }
+                if let Some(ys) = ys {
+                    let kind = match &e.kind {
+                        ExprKind::Tuple(_) => ExprKind::Tuple(ys),
+                        _ => ExprKind::Array(ys),
+                    };
+                    *t = Expr::new(kind, e.span, e.ty.clone());
+                }
+                None
+            }
             ExprKind::Tuple(xs) | ExprKind::Array(xs) => {
                 for i in 0..xs.len() {
                     self.child(t, i)?;
@@ -885,6 +904,16 @@ impl<'a, 'p> Reducer<'a, 'p> {
 
 /// The i-th child of `e` in `map_children` order.
 pub fn child_at(e: &E, i: usize) -> E {
+    // Collections directly (the walk below is linear in their size).
+    let c = match &e.kind {
+        ExprKind::Tuple(xs) | ExprKind::Array(xs) => xs.get(i),
+        ExprKind::Bag(xs) => xs.get(i).map(|(x, _)| x),
+        ExprKind::Map(xs) => xs.get(i / 2).map(|(k, v)| if i % 2 == 0 { k } else { v }),
+        _ => None,
+    };
+    if let Some(c) = c {
+        return c.clone();
+    }
     let mut k = 0;
     let mut found = None;
     map_children(e, &mut |c| {
@@ -962,7 +991,10 @@ pub fn is_link(p: &Pat, body: &E) -> bool {
         }
     }
     match &body.kind {
-        ExprKind::Tuple(xs) if body.span == CHAIN && xs.len() == 2 => matches(p, &xs[0]),
+        // Rule 8 writes `y` as its remembered pattern term, so the walk is rarely needed.
+        ExprKind::Tuple(xs) if body.span == CHAIN && xs.len() == 2 => {
+            std::rc::Rc::ptr_eq(&xs[0], &pattern_term(p)) || matches(p, &xs[0])
+        }
         _ => false,
     }
 }

@@ -71,11 +71,11 @@ enum Elem {
 
 /// The point a pullback is applied at, seen from its elementary term.
 struct At {
-    /// The variables of `y`.
+    /// The variables of `y` free in the elementary term.
     ids: FxHashSet<LocalId>,
-    /// Each variable of `y` to its component of `V`.
+    /// Each of them to its component of `V`.
     prim: FxHashMap<LocalId, E>,
-    /// Each variable of `y` to its tangent variable.
+    /// Each of them to its tangent variable.
     tan: FxHashMap<LocalId, E>,
     /// `y` is one variable (rule 11 rather than 12).
     whole: bool,
@@ -163,19 +163,30 @@ enum Premise {
 
 impl<'a, 'p> Reducer<'a, 'p> {
     /// The redex `((Ω λy. body)·ω) V`, `body` an elementary term or a link `⟨y, E⟩`.
+    ///
+    /// The rules only ask about the variables of `y` that the elementary term mentions, so `At`
+    /// holds just those (a link's `y` is rule 8's chain, as long as the let-series so far).
     pub(super) fn pullback_at(&mut self, p: &Rc<Pat>, body: &E, w: &E, v: &E) -> R<Option<(String, E)>> {
-        let (tp, tan) = mirror(p);
+        let link = super::reduce::is_link(p, body);
+        let elementary = match &body.kind {
+            ExprKind::Tuple(xs) if link => &xs[1],
+            _ => body,
+        };
+        let wanted: FxHashSet<LocalId> = free_set(elementary);
+        let prim = pattern_subst_for(p, v, Some(&wanted));
+        let ids: FxHashSet<LocalId> = prim.keys().copied().collect();
+        let (tp, tan) = mirror(p, Some(&ids));
         let tterm = pattern_term(&tp);
         let at = At {
-            ids: binds(p),
-            prim: pattern_subst(p, v),
+            ids,
+            prim,
             tan,
             whole: matches!(p.kind, PatKind::Var(..)),
             y: p.clone(),
             v: v.clone(),
             tterm: tterm.clone(),
         };
-        if super::reduce::is_link(p, body) {
+        if link {
             let ExprKind::Tuple(xs) = &body.kind else { return Ok(None) };
             let e = &xs[1];
             if !mentions_any(e, &at.ids) {

@@ -183,17 +183,23 @@ pub struct Leaf {
     pub ty: Type,
 }
 
-/// The variables of a pattern, left to right.
-pub fn leaves(p: &Pat) -> Vec<Leaf> {
-    fn go(p: &Pat, out: &mut Vec<Leaf>) {
+/// The variables of a pattern that are in `only`, left to right (the walk allocates nothing else).
+pub fn leaves_in(p: &Pat, only: &FxHashSet<LocalId>) -> Vec<Leaf> {
+    fn go(p: &Pat, only: &FxHashSet<LocalId>, out: &mut Vec<Leaf>) {
         match &p.kind {
-            PatKind::Var(n, id) => out.push(Leaf { id: *id, name: n.clone(), ty: p.ty.clone() }),
+            PatKind::Var(n, id) => {
+                if only.contains(id) {
+                    out.push(Leaf { id: *id, name: n.clone(), ty: p.ty.clone() })
+                }
+            }
             PatKind::Wild | PatKind::Unit => {}
-            PatKind::Tuple(ps) => ps.iter().for_each(|q| go(q, out)),
+            PatKind::Tuple(ps) => ps.iter().for_each(|q| go(q, only, out)),
         }
     }
     let mut out = Vec::new();
-    go(p, &mut out);
+    if !only.is_empty() {
+        go(p, only, &mut out);
+    }
     out
 }
 
@@ -241,50 +247,149 @@ pub fn tame(p: &Rc<Pat>) -> Rc<Pat> {
 }
 
 /// The pattern read as a term (after `tame`).
+///
+/// A tuple pattern's term is remembered while the pattern's components live: rule 8's chain
+/// patterns `⟨y, x⟩` grow by one variable a link and share `y`, so each link's `⟨y, E⟩` and each
+/// dual map's `⟨v, S⟩` (over the tangent pattern, see [`mirror`]) reuse the previous link's term
+/// and cost O(1) instead of O(k) — copies made the reducer's memory quadratic in the length of a
+/// let-series (the gradient of a `fold` unrolls into one).
 pub fn pattern_term(p: &Pat) -> E {
     match &p.kind {
         PatKind::Var(n, id) => var(n.clone(), *id, &p.ty),
         PatKind::Unit | PatKind::Wild => mk(ExprKind::Lit(Lit::Unit), Type::Unit),
         PatKind::Tuple(ps) => {
+            let key = Rc::as_ptr(ps) as *const Pat;
+            let hit = PAT_MEMO.with(|m| m.borrow().terms.get(&key).and_then(|(_, t)| t.upgrade()));
+            if let Some(t) = hit.filter(|t| t.span == p.span && same_type(&t.ty, &p.ty)) {
+                return t;
+            }
             let xs: Vec<E> = ps.iter().map(pattern_term).collect();
-            Expr::new(ExprKind::Tuple(xs), p.span, p.ty.clone())
+            let t = Expr::new(ExprKind::Tuple(xs), p.span, p.ty.clone());
+            PAT_MEMO.with(|m| {
+                let mut m = m.borrow_mut();
+                m.sweep();
+                m.terms.insert(key, (Rc::downgrade(ps), Rc::downgrade(&t)));
+            });
+            t
         }
     }
 }
 
-/// `⟨y, x⟩` for rule 8.
+/// Type equality that answers at once for tuple types sharing their components (chain patterns'
+/// types are tuples nested as deep as the chain is long).
+fn same_type(a: &Type, b: &Type) -> bool {
+    match (a, b) {
+        (Type::Tuple(x), Type::Tuple(y)) if Rc::ptr_eq(x, y) => true,
+        _ => a == b,
+    }
+}
+
+/// `⟨y, x⟩` for rule 8. `y`'s components are shared, not copied.
 pub fn chain_pattern(y: &Pat, x: &Pat) -> Rc<Pat> {
     let ty = Type::tuple(vec![y.ty.clone(), x.ty.clone()]);
-    Rc::new(Pat { kind: PatKind::Tuple(vec![y.clone(), x.clone()]), span: CHAIN, ty, ann: None })
+    Rc::new(Pat { kind: PatKind::Tuple(Rc::from(vec![y.clone(), x.clone()])), span: CHAIN, ty, ann: None })
+}
+
+/// What [`pattern_term`] and [`mirror`] remember about tuple patterns, by the address of the
+/// pattern's components. The `Weak` keeps that address from being reused while the entry lives;
+/// entries of dead patterns are swept when the tables have doubled.
+struct PatMemo {
+    terms: FxHashMap<*const Pat, (Weak<[Pat]>, Weak<Expr>)>,
+    /// A tuple pattern's tangent pattern named from `v1` (see [`mirror`]), with its leaf count.
+    mirrors: FxHashMap<*const Pat, (Weak<[Pat]>, Pat, u32)>,
+    sweep_at: usize,
+}
+
+impl PatMemo {
+    fn sweep(&mut self) {
+        if self.terms.len() + self.mirrors.len() < self.sweep_at {
+            return;
+        }
+        self.terms.retain(|_, (k, v)| k.strong_count() > 0 && v.strong_count() > 0);
+        self.mirrors.retain(|_, (k, _, _)| k.strong_count() > 0);
+        self.sweep_at = (2 * (self.terms.len() + self.mirrors.len())).max(1 << 12);
+    }
+}
+
+thread_local! {
+    static PAT_MEMO: RefCell<PatMemo> = RefCell::new(PatMemo {
+        terms: FxHashMap::default(),
+        mirrors: FxHashMap::default(),
+        sweep_at: 1 << 12,
+    });
 }
 
 /// A tangent pattern of the same shape as `p`: fresh `v` (one variable) or `v1, v2, …`, with the
 /// map from each variable of `p` to its tangent variable.
-pub fn mirror(p: &Pat) -> (Rc<Pat>, FxHashMap<LocalId, E>) {
-    let single = matches!(p.kind, PatKind::Var(..));
-    let mut map = FxHashMap::default();
-    let mut n = 0;
-    fn go(p: &Pat, single: bool, n: &mut u32, map: &mut FxHashMap<LocalId, E>) -> Pat {
+///
+/// The tangent pattern of a tuple pattern is remembered, and a pattern whose first component was
+/// mirrored before reuses that component's tangent pattern: rule 8's chain `⟨y, x⟩` gets
+/// `⟨v_y, vₖ⟩`, sharing `v_y` with the dual map made at the previous link. So dual maps that
+/// coexist may bind the same tangent variables; each binds its own (substitution renames binders
+/// that would capture), and the names are those a fresh mirror would give.
+///
+/// The map holds only the variables in `only` (all when `None`).
+pub fn mirror(p: &Pat, only: Option<&FxHashSet<LocalId>>) -> (Rc<Pat>, FxHashMap<LocalId, E>) {
+    type Only<'a> = Option<&'a FxHashSet<LocalId>>;
+    /// Adds each variable of `p` to `map`, to its tangent in `t` (a pattern of the same shape).
+    fn pair(p: &Pat, t: &Pat, only: Only, map: &mut FxHashMap<LocalId, E>) {
+        match (&p.kind, &t.kind) {
+            (PatKind::Var(_, id), PatKind::Var(name, tid)) => {
+                if only.is_none_or(|o| o.contains(id)) {
+                    map.insert(*id, var(name.clone(), *tid, &t.ty));
+                }
+            }
+            (PatKind::Tuple(ps), PatKind::Tuple(ts)) => {
+                ps.iter().zip(ts.iter()).for_each(|(q, u)| pair(q, u, only, map))
+            }
+            _ => {}
+        }
+    }
+    /// `first`: `p` is leftmost in a tuple pattern, so its variables are named from `v1` as they
+    /// would be in a pattern of its own (a remembered tangent pattern is valid here).
+    fn go(p: &Pat, single: bool, first: bool, n: &mut u32, only: Only, map: &mut FxHashMap<LocalId, E>) -> Pat {
         let kind = match &p.kind {
             PatKind::Var(_, id) => {
                 *n += 1;
                 let name: Name = if single { "v".into() } else { format!("v{n}").into() };
                 let nid = fresh_id();
-                map.insert(*id, var(name.clone(), nid, &p.ty));
+                if only.is_none_or(|o| o.contains(id)) {
+                    map.insert(*id, var(name.clone(), nid, &p.ty));
+                }
                 PatKind::Var(name, nid)
             }
-            PatKind::Tuple(ps) => PatKind::Tuple(ps.iter().map(|q| go(q, single, n, map)).collect()),
+            PatKind::Tuple(ps) => {
+                let key = Rc::as_ptr(ps) as *const Pat;
+                if first {
+                    let hit = PAT_MEMO.with(|m| m.borrow().mirrors.get(&key).map(|(_, t, k)| (t.clone(), *k)));
+                    if let Some((t, k)) = hit.filter(|(t, _)| t.span == p.span && same_type(&t.ty, &p.ty)) {
+                        pair(p, &t, only, map);
+                        *n += k;
+                        return t;
+                    }
+                }
+                let before = *n;
+                let ts: Rc<[Pat]> =
+                    ps.iter().enumerate().map(|(i, q)| go(q, single, first && i == 0, n, only, map)).collect();
+                let t = Pat { kind: PatKind::Tuple(ts), span: p.span, ty: p.ty.clone(), ann: None };
+                if first {
+                    PAT_MEMO.with(|m| {
+                        let mut m = m.borrow_mut();
+                        m.sweep();
+                        m.mirrors.insert(key, (Rc::downgrade(ps), t.clone(), *n - before));
+                    });
+                }
+                return t;
+            }
             k => k.clone(),
         };
         Pat { kind, span: p.span, ty: p.ty.clone(), ann: None }
     }
-    let t = go(p, single, &mut n, &mut map);
+    let single = matches!(p.kind, PatKind::Var(..));
+    let mut map = FxHashMap::default();
+    let mut n = 0;
+    let t = go(p, single, !single, &mut n, only, &mut map);
     (Rc::new(t), map)
-}
-
-/// The substitution `[V/p]`: each variable of `p` to its component of `v`.
-pub fn pattern_subst(p: &Pat, v: &E) -> FxHashMap<LocalId, E> {
-    pattern_subst_for(p, v, None)
 }
 
 /// `[V/p]` restricted to the variables in `only` (all when `None`).
@@ -292,8 +397,14 @@ pub fn pattern_subst(p: &Pat, v: &E) -> FxHashMap<LocalId, E> {
 /// Pattern and value are walked together, so a leaf at depth `d` costs O(1) once its parent's
 /// component is known (folding `proj` along each leaf's path was Θ(k²) on rule 8's left-nested
 /// chains ⟨⟨⟨y, z1⟩, z2⟩ …⟩, and made the reducer's gradient of a fold Θ(n³)).
-fn pattern_subst_for(p: &Pat, v: &E, only: Option<&FxHashSet<LocalId>>) -> FxHashMap<LocalId, E> {
-    fn go(p: &Pat, v: &E, only: Option<&FxHashSet<LocalId>>, out: &mut FxHashMap<LocalId, E>) {
+pub fn pattern_subst_for(p: &Pat, v: &E, only: Option<&FxHashSet<LocalId>>) -> FxHashMap<LocalId, E> {
+    pattern_subst_walk(p, v, only, false)
+}
+
+/// `skip_identity`: leave out a tuple sub-pattern whose value is its own pattern term (each of its
+/// variables to itself — rule 6 composing dual maps that share a tangent pattern, see [`mirror`]).
+fn pattern_subst_walk(p: &Pat, v: &E, only: Option<&FxHashSet<LocalId>>, skip_identity: bool) -> FxHashMap<LocalId, E> {
+    fn go(p: &Pat, v: &E, only: Option<&FxHashSet<LocalId>>, skip: bool, out: &mut FxHashMap<LocalId, E>) {
         match &p.kind {
             PatKind::Var(_, id) => {
                 if only.is_none_or(|o| o.contains(id)) {
@@ -302,6 +413,9 @@ fn pattern_subst_for(p: &Pat, v: &E, only: Option<&FxHashSet<LocalId>>) -> FxHas
             }
             PatKind::Wild | PatKind::Unit => {}
             PatKind::Tuple(ps) => {
+                if skip && matches!(v.kind, ExprKind::Tuple(_)) && is_own_pattern_term(p, v) {
+                    return;
+                }
                 for (i, q) in ps.iter().enumerate() {
                     let wanted = match &q.kind {
                         PatKind::Wild | PatKind::Unit => false,
@@ -309,15 +423,22 @@ fn pattern_subst_for(p: &Pat, v: &E, only: Option<&FxHashSet<LocalId>>) -> FxHas
                         PatKind::Tuple(_) => true,
                     };
                     if wanted {
-                        go(q, &proj(v, i), only, out);
+                        go(q, &proj(v, i), only, skip, out);
                     }
                 }
             }
         }
     }
     let mut out = FxHashMap::default();
-    go(p, v, only, &mut out);
+    go(p, v, only, skip_identity, &mut out);
     out
+}
+
+/// Is `v` the remembered [`pattern_term`] of the tuple pattern `p`?
+fn is_own_pattern_term(p: &Pat, v: &E) -> bool {
+    let PatKind::Tuple(ps) = &p.kind else { return false };
+    let key = Rc::as_ptr(ps) as *const Pat;
+    PAT_MEMO.with(|m| m.borrow().terms.get(&key).is_some_and(|(_, t)| std::ptr::eq(t.as_ptr(), Rc::as_ptr(v))))
 }
 
 /// `body[V/p]`. Only the pattern's variables free in `body` are looked up: rule 8's chain patterns
@@ -328,7 +449,7 @@ pub fn instantiate(p: &Pat, body: &E, v: &E) -> E {
         return body.clone();
     }
     let only: FxHashSet<LocalId> = free.iter().copied().collect();
-    subst(body, &pattern_subst_for(p, v, Some(&only)))
+    subst(body, &pattern_subst_walk(p, v, Some(&only), true))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -386,6 +507,17 @@ fn fv(e: &E) -> Fv {
     let none = FxHashSet::default();
     let mut out = Vec::new();
     let mut seen = FxHashSet::default();
+    // Sized once for the children's lists (a tuple or array of n tangents has n free variables).
+    let (mut total, mut lists) = (0, 0);
+    frontend::lin::for_each_child(e, &mut |c| {
+        let n = fv(c).len();
+        total += n;
+        lists += usize::from(n > 0);
+    });
+    if lists > 1 {
+        seen.reserve(total);
+        out.reserve(total);
+    }
     match &e.kind {
         ExprKind::Var(n, VarRef::Local(id)) => {
             FV_CACHE.with(|c| {
@@ -451,16 +583,31 @@ pub fn is_closed(e: &E) -> bool {
 }
 
 /// Capture-avoiding substitution of terms for free variables.
+///
+/// Only the variables free in `e` are looked up, and a variable replaced by itself is left alone:
+/// a dual map's body mentions a few of the tangent variables its pattern binds (rule 6 substitutes
+/// a whole chain's worth), and coexisting dual maps may bind the same ones (see [`mirror`]).
 pub fn subst(e: &E, s: &FxHashMap<LocalId, E>) -> E {
     if s.is_empty() {
         return e.clone();
     }
+    let mut used: FxHashMap<LocalId, E> = FxHashMap::default();
+    for id in fv(e).iter() {
+        if let Some(r) = s.get(id) {
+            if !matches!(&r.kind, ExprKind::Var(_, VarRef::Local(j)) if j == id) {
+                used.insert(*id, r.clone());
+            }
+        }
+    }
+    if used.is_empty() {
+        return e.clone();
+    }
     let mut danger = FxHashSet::default();
-    for r in s.values() {
-        danger.extend(free_set(r));
+    for r in used.values() {
+        danger.extend(fv(r).iter().copied());
     }
     let mut st = Subst { danger, memo: FxHashMap::default() };
-    st.go(e, s, true)
+    st.go(e, &used, true)
 }
 
 struct Subst {

@@ -23,9 +23,14 @@ use super::vector;
 
 /// `(λp. s)*·r*` transposed, or `None` when `s` is not a linear term this knows how to transpose
 /// (or is already in the form this would produce).
+///
+/// Only the tangent variables free in `s` take part (the others receive nothing), so a dual map
+/// over a long chain pattern whose body mentions a few of them is transposed in the size of the body.
 pub fn transpose(red: &mut Reducer, p: &Rc<Pat>, s: &E, r: &E) -> R<Option<E>> {
-    let all = leaves(p);
-    if matches!(&r.kind, ExprKind::Lit(Lit::Real(x)) if *x == 1.0) && collapsed(s, &all) {
+    let all = leaves_in(p, &free_set(s));
+    // Does the tangent space have higher-order components (whether or not `s` mentions them)?
+    let has_higher = !p.ty.is_first_order();
+    if matches!(&r.kind, ExprKind::Lit(Lit::Real(x)) if *x == 1.0) && collapsed(s, &all, has_higher) {
         return Ok(None);
     }
     let mut t = Transposer {
@@ -38,7 +43,7 @@ pub fn transpose(red: &mut Reducer, p: &Rc<Pat>, s: &E, r: &E) -> R<Option<E>> {
     if !t.go(red, s, r)? {
         return Ok(None);
     }
-    if t.higher.is_empty() && t.occurrences.is_empty() {
+    if !has_higher && t.occurrences.is_empty() {
         return Ok(Some(star(assemble(p, &t.fo))));
     }
     // The linear functional on a space with higher-order components.
@@ -282,7 +287,9 @@ impl Transposer {
 
 /// Is `s` already the form a transposition with higher-order components produces,
 /// `Σ gᵢ* vᵢ + Σ c* (v_f A)`, each first-order tangent variable at most once?
-fn collapsed(s: &E, leaves: &[Leaf]) -> bool {
+/// `leaves` are the pattern's variables free in `s`; `has_higher`: the pattern has a variable of
+/// higher type.
+fn collapsed(s: &E, leaves: &[Leaf], has_higher: bool) -> bool {
     fn terms<'a>(s: &'a E, out: &mut Vec<&'a E>) {
         match &s.kind {
             ExprKind::Sum(a, b) => {
@@ -292,10 +299,10 @@ fn collapsed(s: &E, leaves: &[Leaf]) -> bool {
             _ => out.push(s),
         }
     }
-    let higher: FxHashSet<LocalId> = leaves.iter().filter(|l| !l.ty.is_first_order()).map(|l| l.id).collect();
-    if higher.is_empty() {
+    if !has_higher {
         return false;
     }
+    let higher: FxHashSet<LocalId> = leaves.iter().filter(|l| !l.ty.is_first_order()).map(|l| l.id).collect();
     let headed = |e: &E| {
         let mut cur = e;
         loop {
