@@ -92,10 +92,6 @@ fn hoist_loop(e: &E, out: &mut Vec<Bind>) -> E {
             }
         }
     }
-    if moved.is_empty() {
-        let body = lets(binds, res);
-        return rebuild(e, step, Expr::new(ExprKind::Lam(p.clone(), body), args[step].span, args[step].ty.clone()));
-    }
     let (up, stay): (Vec<Bind>, Vec<Bind>) = binds.into_iter().partition(|b| moved.contains(&b.id));
     out.extend(up);
     let body = lets(stay, res);
