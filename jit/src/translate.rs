@@ -18,7 +18,10 @@ use cranelift_jit::JITModule;
 use cranelift_module::{FuncId as ClFuncId, Module as _};
 use rustc_hash::FxHashMap;
 
-use crate::abi::{CTX_ALLOC_END, CTX_ALLOC_PTR, CTX_STACK_LIMIT, CTX_STATUS};
+use crate::abi::{
+    COMPACT_BEGIN_SYMBOL, CTX_ALLOC_END, CTX_ALLOC_PTR, CTX_COLLECTIONS_MADE, CTX_COMPACT_BOUND, CTX_SCOPE_BOUND,
+    CTX_STACK_LIMIT, CTX_STATUS, MARK_CHUNK_END, MARK_COLLECTIONS, MARK_WORDS, SCOPE_BEGIN_SYMBOL,
+};
 
 /// Results returned in registers; more go through a hidden out-pointer (Cranelift cannot return
 /// more than two integer values in registers).
@@ -379,6 +382,40 @@ impl<'a, 'b> Translator<'a, 'b> {
         Ok(result)
     }
 
+    /// The inline fast path of a compaction check (`nabla_arena_scope_begin(mark, threshold)` or
+    /// `nabla_arena_compact_begin`): when the arena cursor is still in the chunk the mark was
+    /// taken in (same chunk end), no bag or map was made since the mark, and at most
+    /// `max(bound, threshold)` bytes were allocated since it, the runtime would answer `false`
+    /// (it compacts only above that bound, counting bytes and collections made since the mark);
+    /// so the code answers `false` without calling it. Otherwise it continues in a cold block where
+    /// the caller emits the call; both reach the returned join block, whose parameter is the answer.
+    /// `bound` is the header field holding the check's least bound.
+    fn compaction_fast_path(&mut self, args: &[ir::Value], bound: i32) -> Result<cl::Block, String> {
+        let (mark, threshold) = (self.v(args[0])?, self.v(args[1])?);
+        let ptr = self.b.ins().load(types::I64, flags(), self.ctx, CTX_ALLOC_PTR);
+        let end = self.b.ins().load(types::I64, flags(), self.ctx, CTX_ALLOC_END);
+        let made = self.b.ins().load(types::I64, flags(), self.ctx, CTX_COLLECTIONS_MADE);
+        let least = self.b.ins().load(types::I64, flags(), self.ctx, bound);
+        let mark_end = self.b.ins().load(types::I64, flags(), mark, (8 * MARK_CHUNK_END) as i32);
+        let mark_made = self.b.ins().load(types::I64, flags(), mark, (8 * MARK_COLLECTIONS) as i32);
+        let limit = self.b.ins().smax(least, threshold);
+        let start = self.b.ins().iadd_imm_s(mark, (8 * MARK_WORDS) as i64);
+        let used = self.b.ins().isub(ptr, start);
+        let same_chunk = self.b.ins().icmp(IntCC::Equal, end, mark_end);
+        let no_collections = self.b.ins().icmp(IntCC::Equal, made, mark_made);
+        let small = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, used, limit);
+        let ok = self.b.ins().band(same_chunk, no_collections);
+        let ok = self.b.ins().band(ok, small);
+        let slow = self.b.create_block();
+        self.b.set_cold_block(slow);
+        let join = self.b.create_block();
+        self.b.append_block_param(join, types::I8);
+        let no = self.b.ins().iconst(types::I8, 0);
+        self.b.ins().brif(ok, join, &[BlockArg::Value(no)], slow, &[]);
+        self.b.switch_to_block(slow);
+        Ok(join)
+    }
+
     /// Translates one instruction.
     fn inst(&mut self, inst: ir::Inst) -> Result<(), String> {
         let data = &self.irf.insts[inst];
@@ -518,14 +555,30 @@ impl<'a, 'b> Translator<'a, 'b> {
             ir::Op::Call(f, args) => self.call(inst, *f, args)?,
             ir::Op::CallExt(e, args) => {
                 let ext = &self.env.ir.externs[*e];
+                let check = match ext.name.as_str() {
+                    SCOPE_BEGIN_SYMBOL => Some(CTX_SCOPE_BOUND),
+                    COMPACT_BEGIN_SYMBOL => Some(CTX_COMPACT_BOUND),
+                    _ => None,
+                };
+                let sig_ok = ext.sig.params == [ir::Type::I64, ir::Type::I64] && ext.sig.rets == [ir::Type::Bool];
+                // The fast path answers "not yet" exactly when the runtime would (see below).
+                let fast = match check {
+                    Some(bound) if sig_ok && !ext.fallible => Some(self.compaction_fast_path(args, bound)?),
+                    _ => None,
+                };
                 let mut cargs = vec![self.ctx];
                 cargs.extend(self.vs(args)?);
                 let id = *self.env.externs.get(e.index()).ok_or("extern not declared")?;
                 let r = self.func_ref(id);
                 let call = self.b.ins().call(r, &cargs);
-                let results = self.b.inst_results(call).to_vec();
+                let mut results = self.b.inst_results(call).to_vec();
                 if ext.fallible {
                     self.check_status();
+                }
+                if let Some(join) = fast {
+                    self.b.ins().jump(join, &results.iter().map(|x| BlockArg::Value(*x)).collect::<Vec<_>>());
+                    self.b.switch_to_block(join);
+                    results = self.b.block_params(join).to_vec();
                 }
                 for (v, x) in self.irf.insts[inst].results.iter().zip(results) {
                     self.def(*v, x);

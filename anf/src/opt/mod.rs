@@ -19,6 +19,7 @@
 //! verified IR, disappear.
 
 mod bags;
+mod bounds;
 mod cse;
 mod inline;
 mod maps;
@@ -136,6 +137,11 @@ fn run<E>(
         check(module, "simplification", f)?;
         if cse::eliminate(&mut module.funcs[f], &facts) {
             check(module, "redundancy elimination", f)?;
+            simplify::simplify_function(module, f, &facts);
+            check(module, "simplification", f)?;
+        }
+        if bounds::eliminate(&mut module.funcs[f]) {
+            check(module, "bounds-check elimination", f)?;
             simplify::simplify_function(module, f, &facts);
             check(module, "simplification", f)?;
         }
