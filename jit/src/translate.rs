@@ -138,6 +138,8 @@ struct Translator<'a, 'b> {
     func_refs: FxHashMap<ClFuncId, cl::FuncRef>,
     /// Where callees that return through an out-pointer put their results.
     ret_slot: Option<cl::StackSlot>,
+    /// The instruction after the one being translated in its block.
+    following: Option<ir::Inst>,
 }
 
 /// Translates `irf` into `func` (whose signature must already be set).
@@ -168,6 +170,7 @@ pub(crate) fn translate_function(
         traps: Vec::new(),
         func_refs: FxHashMap::default(),
         ret_slot: None,
+        following: None,
     };
     let ir_entry = irf.entry().ok_or("function has no entry block")?;
     let first_param = if out.is_some() { 2 } else { 1 };
@@ -194,7 +197,9 @@ pub(crate) fn translate_function(
             let cb = t.block(blk)?;
             t.b.switch_to_block(cb);
         }
-        for &inst in &irf.blocks[blk].insts {
+        let insts = &irf.blocks[blk].insts;
+        for (k, &inst) in insts.iter().enumerate() {
+            t.following = insts.get(k + 1).copied();
             t.inst(inst)?;
         }
     }
@@ -390,7 +395,15 @@ impl<'a, 'b> Translator<'a, 'b> {
     /// so the code answers `false` without calling it. Otherwise it continues in a cold block where
     /// the caller emits the call; both reach the returned join block, whose parameter is the answer.
     /// `bound` is the header field holding the check's least bound.
-    fn compaction_fast_path(&mut self, args: &[ir::Value], bound: i32) -> Result<cl::Block, String> {
+    ///
+    /// When the answer's only use is the `brif` that ends its block (`branch`: its false target),
+    /// the fast path jumps straight to that target, and there is no join (`None`).
+    fn compaction_fast_path(
+        &mut self,
+        args: &[ir::Value],
+        bound: i32,
+        branch: Option<&ir::BlockCall>,
+    ) -> Result<Option<cl::Block>, String> {
         let (mark, threshold) = (self.v(args[0])?, self.v(args[1])?);
         let ptr = self.b.ins().load(types::I64, flags(), self.ctx, CTX_ALLOC_PTR);
         let end = self.b.ins().load(types::I64, flags(), self.ctx, CTX_ALLOC_END);
@@ -408,12 +421,35 @@ impl<'a, 'b> Translator<'a, 'b> {
         let ok = self.b.ins().band(ok, small);
         let slow = self.b.create_block();
         self.b.set_cold_block(slow);
+        if let Some(bc) = branch {
+            let (target, targs) = self.block_call(bc)?;
+            self.b.ins().brif(ok, target, &targs, slow, &[]);
+            self.b.switch_to_block(slow);
+            return Ok(None);
+        }
         let join = self.b.create_block();
         self.b.append_block_param(join, types::I8);
         let no = self.b.ins().iconst(types::I8, 0);
         self.b.ins().brif(ok, join, &[BlockArg::Value(no)], slow, &[]);
         self.b.switch_to_block(slow);
-        Ok(join)
+        Ok(Some(join))
+    }
+
+    /// The false target of the `brif` that follows the current instruction, when `v` is its
+    /// condition and is used nowhere else in the function.
+    fn branch_only_on(&self, v: ir::Value) -> Option<ir::BlockCall> {
+        let next = self.following?;
+        let ir::Op::Brif(c, _, e) = &self.irf.insts[next].op else { return None };
+        if *c != v {
+            return None;
+        }
+        let mut uses = 0;
+        for &b in &self.irf.layout {
+            for &i in &self.irf.blocks[b].insts {
+                self.irf.insts[i].op.for_each_operand(|x| uses += (x == v) as usize);
+            }
+        }
+        (uses == 1).then(|| e.clone())
     }
 
     /// Translates one instruction.
@@ -563,7 +599,11 @@ impl<'a, 'b> Translator<'a, 'b> {
                 let sig_ok = ext.sig.params == [ir::Type::I64, ir::Type::I64] && ext.sig.rets == [ir::Type::Bool];
                 // The fast path answers "not yet" exactly when the runtime would (see below).
                 let fast = match check {
-                    Some(bound) if sig_ok && !ext.fallible => Some(self.compaction_fast_path(args, bound)?),
+                    Some(bound) if sig_ok && !ext.fallible => {
+                        let answer = self.irf.insts[inst].results.first().copied();
+                        let branch = answer.and_then(|a| self.branch_only_on(a));
+                        Some(self.compaction_fast_path(args, bound, branch.as_ref())?)
+                    }
                     _ => None,
                 };
                 let mut cargs = vec![self.ctx];
@@ -575,7 +615,7 @@ impl<'a, 'b> Translator<'a, 'b> {
                 if ext.fallible {
                     self.check_status();
                 }
-                if let Some(join) = fast {
+                if let Some(Some(join)) = fast {
                     self.b.ins().jump(join, &results.iter().map(|x| BlockArg::Value(*x)).collect::<Vec<_>>());
                     self.b.switch_to_block(join);
                     results = self.b.block_params(join).to_vec();
