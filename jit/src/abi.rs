@@ -30,6 +30,9 @@ pub struct CtxHeader {
     /// when the loop has made at most `max(bound, threshold)` bytes in the mark's chunk.
     pub scope_bound: i64,
     pub compact_bound: i64,
+    /// Where the JIT's register-preserving trampolines for rarely taken support calls leave the
+    /// callee's result (the calling convention they use returns nothing in registers).
+    pub scratch: i64,
 }
 
 /// Byte offsets of the header's fields, used by the code generator.
@@ -40,6 +43,7 @@ pub(crate) const CTX_STACK_LIMIT: i32 = 24;
 pub(crate) const CTX_COLLECTIONS_MADE: i32 = 32;
 pub(crate) const CTX_SCOPE_BOUND: i32 = 40;
 pub(crate) const CTX_COMPACT_BOUND: i32 = 48;
+pub(crate) const CTX_SCRATCH: i32 = 56;
 
 /// A compacting loop's mark, as compiled code holds it, is the address of the record
 /// `nabla_arena_mark` allocates in the arena, `MARK_WORDS` words just below the position it marks:
@@ -56,6 +60,11 @@ pub const MARK_COUNTS: usize = 3;
 /// The compaction checks that get an inline fast path (`anf::ir::support`).
 pub(crate) const SCOPE_BEGIN_SYMBOL: &str = "nabla_arena_scope_begin";
 pub(crate) const COMPACT_BEGIN_SYMBOL: &str = "nabla_arena_compact_begin";
+pub(crate) const COMPACT_END_SYMBOL: &str = "nabla_arena_compact_end";
+/// Support functions called only on rarely taken paths inside loops (a compaction, a new arena
+/// chunk): compiled code calls them through a trampoline that preserves every register, so the
+/// values a loop keeps in registers need not be saved around the call on its hot path.
+pub(crate) const COLD_SYMBOLS: [&str; 4] = [SCOPE_BEGIN_SYMBOL, COMPACT_BEGIN_SYMBOL, COMPACT_END_SYMBOL, ALLOC_SYMBOL];
 
 impl CtxHeader {
     /// A header with no arena memory: every allocation goes to the slow path.
@@ -68,6 +77,7 @@ impl CtxHeader {
             collections_made: 0,
             scope_bound: 0,
             compact_bound: 0,
+            scratch: 0,
         }
     }
 

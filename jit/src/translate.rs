@@ -19,8 +19,9 @@ use cranelift_module::{FuncId as ClFuncId, Module as _};
 use rustc_hash::FxHashMap;
 
 use crate::abi::{
-    COMPACT_BEGIN_SYMBOL, CTX_ALLOC_END, CTX_ALLOC_PTR, CTX_COLLECTIONS_MADE, CTX_COMPACT_BOUND, CTX_SCOPE_BOUND,
-    CTX_STACK_LIMIT, CTX_STATUS, MARK_CHUNK_END, MARK_COLLECTIONS, MARK_WORDS, SCOPE_BEGIN_SYMBOL,
+    COMPACT_BEGIN_SYMBOL, COMPACT_END_SYMBOL, CTX_ALLOC_END, CTX_ALLOC_PTR, CTX_COLLECTIONS_MADE, CTX_COMPACT_BOUND,
+    CTX_SCOPE_BOUND, CTX_SCRATCH, CTX_STACK_LIMIT, CTX_STATUS, MARK_CHUNK_END, MARK_COLLECTIONS, MARK_WORDS,
+    SCOPE_BEGIN_SYMBOL,
 };
 
 /// Results returned in registers; more go through a hidden out-pointer (Cranelift cannot return
@@ -41,6 +42,9 @@ pub(crate) struct ModuleEnv<'a> {
     pub may_fail: &'a [bool],
     /// Whether each function is on a cycle of the call graph (so it checks the stack limit).
     pub recursive: &'a [bool],
+    /// The register-preserving trampolines of the rarely called support functions
+    /// (`abi::COLD_SYMBOLS`), by name: see [`translate_cold_trampoline`].
+    pub cold: &'a FxHashMap<String, ClFuncId>,
 }
 
 /// The Cranelift type of an IR word.
@@ -377,10 +381,19 @@ impl<'a, 'b> Translator<'a, 'b> {
         self.b.ins().store(flags(), np, self.ctx, CTX_ALLOC_PTR);
         self.b.ins().jump(join, &[BlockArg::Value(p)]);
         self.b.switch_to_block(slow);
-        let alloc = self.env.alloc_fn.ok_or("module allocates but has no allocation function")?;
-        let r = self.func_ref(alloc);
-        let call = self.b.ins().call(r, &[self.ctx, bytes]);
-        let q = self.b.inst_results(call)[0];
+        let q = match self.env.cold.get(crate::abi::ALLOC_SYMBOL) {
+            Some(&id) => {
+                let r = self.func_ref(id);
+                self.b.ins().call(r, &[self.ctx, bytes]);
+                self.b.ins().load(types::I64, flags(), self.ctx, CTX_SCRATCH)
+            }
+            None => {
+                let alloc = self.env.alloc_fn.ok_or("module allocates but has no allocation function")?;
+                let r = self.func_ref(alloc);
+                let call = self.b.ins().call(r, &[self.ctx, bytes]);
+                self.b.inst_results(call)[0]
+            }
+        };
         self.check_status();
         self.b.ins().jump(join, &[BlockArg::Value(q)]);
         self.b.switch_to_block(join);
@@ -608,10 +621,24 @@ impl<'a, 'b> Translator<'a, 'b> {
                 };
                 let mut cargs = vec![self.ctx];
                 cargs.extend(self.vs(args)?);
-                let id = *self.env.externs.get(e.index()).ok_or("extern not declared")?;
-                let r = self.func_ref(id);
-                let call = self.b.ins().call(r, &cargs);
-                let mut results = self.b.inst_results(call).to_vec();
+                let cold = match ext.name.as_str() {
+                    COMPACT_END_SYMBOL => self.env.cold.get(COMPACT_END_SYMBOL),
+                    _ if fast.is_some() => self.env.cold.get(ext.name.as_str()),
+                    _ => None,
+                };
+                let mut results = match cold {
+                    Some(&id) if ext.sig.rets.len() <= 1 => {
+                        let r = self.func_ref(id);
+                        self.b.ins().call(r, &cargs);
+                        ext.sig.rets.iter().map(|t| load_slot(&mut self.b, *t, self.ctx, CTX_SCRATCH)).collect()
+                    }
+                    _ => {
+                        let id = *self.env.externs.get(e.index()).ok_or("extern not declared")?;
+                        let r = self.func_ref(id);
+                        let call = self.b.ins().call(r, &cargs);
+                        self.b.inst_results(call).to_vec()
+                    }
+                };
                 if ext.fallible {
                     self.check_status();
                 }
@@ -849,4 +876,39 @@ pub(crate) fn translate_entry(
     b.ins().return_(&[]);
     b.seal_all_blocks();
     b.finalize(module.target_config());
+}
+
+/// The signature of a cold support function's trampoline: its parameters after `ctx`, no
+/// results (the `preserve_all` convention returns nothing in registers), every register
+/// preserved.
+pub(crate) fn cold_signature(sig: &ir::Signature) -> cl::Signature {
+    let mut s = cl_support_signature(&ir::Signature::new(sig.params.clone(), vec![]), CallConv::PreserveAll);
+    s.returns.clear();
+    s
+}
+
+/// The body of a cold support function's trampoline: calls `target` (the support function, in
+/// the platform's convention) with the same arguments and stores its one result, if any, in the
+/// context's scratch word, where the caller reads it.
+pub(crate) fn translate_cold_trampoline(
+    module: &mut JITModule,
+    target: ClFuncId,
+    sig: &ir::Signature,
+    func: &mut cl::Function,
+    fctx: &mut FunctionBuilderContext,
+) {
+    let mut b = FunctionBuilder::new(func, fctx);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    b.seal_block(entry);
+    let args = b.block_params(entry).to_vec();
+    let r = module.declare_func_in_func(target, b.func);
+    let call = b.ins().call(r, &args);
+    if let (Some(&x), Some(&t)) = (b.inst_results(call).first(), sig.rets.first()) {
+        store_slot(&mut b, t, x, args[0], CTX_SCRATCH);
+    }
+    b.ins().return_(&[]);
+    let config = module.target_config();
+    b.finalize(config);
 }
