@@ -61,10 +61,24 @@ pub const MARK_COUNTS: usize = 3;
 pub(crate) const SCOPE_BEGIN_SYMBOL: &str = "nabla_arena_scope_begin";
 pub(crate) const COMPACT_BEGIN_SYMBOL: &str = "nabla_arena_compact_begin";
 pub(crate) const COMPACT_END_SYMBOL: &str = "nabla_arena_compact_end";
-/// Support functions called only on rarely taken paths inside loops (a compaction, a new arena
-/// chunk): compiled code calls them through a trampoline that preserves every register, so the
-/// values a loop keeps in registers need not be saved around the call on its hot path.
-pub(crate) const COLD_SYMBOLS: [&str; 4] = [SCOPE_BEGIN_SYMBOL, COMPACT_BEGIN_SYMBOL, COMPACT_END_SYMBOL, ALLOC_SYMBOL];
+/// Support functions called only on rarely taken paths inside loops (a compaction check past
+/// its inline fast path, the compaction itself, a new arena chunk): compiled code calls them
+/// through a trampoline that preserves every register, so the values a loop keeps in registers
+/// need not be saved around the call on its hot path.
+pub(crate) const COLD_SYMBOLS: [&str; 12] = [
+    SCOPE_BEGIN_SYMBOL,
+    COMPACT_BEGIN_SYMBOL,
+    COMPACT_END_SYMBOL,
+    "nabla_arena_since",
+    "nabla_arena_in_side",
+    "nabla_arena_keep_bag",
+    "nabla_arena_keep_map",
+    "nabla_arena_hold",
+    "nabla_arena_map_slots",
+    "nabla_arena_map_slot",
+    "nabla_arena_map_slots_end",
+    ALLOC_SYMBOL,
+];
 
 impl CtxHeader {
     /// A header with no arena memory: every allocation goes to the slow path.

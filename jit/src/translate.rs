@@ -19,9 +19,8 @@ use cranelift_module::{FuncId as ClFuncId, Module as _};
 use rustc_hash::FxHashMap;
 
 use crate::abi::{
-    COMPACT_BEGIN_SYMBOL, COMPACT_END_SYMBOL, CTX_ALLOC_END, CTX_ALLOC_PTR, CTX_COLLECTIONS_MADE, CTX_COMPACT_BOUND,
-    CTX_SCOPE_BOUND, CTX_SCRATCH, CTX_STACK_LIMIT, CTX_STATUS, MARK_CHUNK_END, MARK_COLLECTIONS, MARK_WORDS,
-    SCOPE_BEGIN_SYMBOL,
+    COMPACT_BEGIN_SYMBOL, CTX_ALLOC_END, CTX_ALLOC_PTR, CTX_COLLECTIONS_MADE, CTX_COMPACT_BOUND, CTX_SCOPE_BOUND,
+    CTX_SCRATCH, CTX_STACK_LIMIT, CTX_STATUS, MARK_CHUNK_END, MARK_COLLECTIONS, MARK_WORDS, SCOPE_BEGIN_SYMBOL,
 };
 
 /// Results returned in registers; more go through a hidden out-pointer (Cranelift cannot return
@@ -621,11 +620,8 @@ impl<'a, 'b> Translator<'a, 'b> {
                 };
                 let mut cargs = vec![self.ctx];
                 cargs.extend(self.vs(args)?);
-                let cold = match ext.name.as_str() {
-                    COMPACT_END_SYMBOL => self.env.cold.get(COMPACT_END_SYMBOL),
-                    _ if fast.is_some() => self.env.cold.get(ext.name.as_str()),
-                    _ => None,
-                };
+                // Only reached past a fast path, or during a compaction (`abi::COLD_SYMBOLS`).
+                let cold = self.env.cold.get(ext.name.as_str());
                 let mut results = match cold {
                     Some(&id) if ext.sig.rets.len() <= 1 => {
                         let r = self.func_ref(id);

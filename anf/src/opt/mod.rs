@@ -1,7 +1,8 @@
 //! IR optimisation between lowering and the JIT: inlining of small non-recursive functions, then
 //! local clean-up (copy propagation, constant folding, store-to-load forwarding through fresh
 //! records, branch folding, block merging, dead code), redundancy elimination in each block
-//! (repeated operations, array lengths, bounds checks and loads; overwritten stores: `cse`), bag fusion (a fresh bag added once into
+//! (repeated operations, array lengths, bounds checks and loads; overwritten stores: `cse`),
+//! bounds checks that loop guards prove cannot fail (`bounds`), bag fusion (a fresh bag added once into
 //! another is never built: `bags`), singleton-map fusion (a one-key map made only to be added
 //! into another is never built: `maps`), unsorted iteration of bags in folds that cannot observe the
 //! order (`order`), then removal of functions nothing calls.
