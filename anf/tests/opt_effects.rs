@@ -1672,3 +1672,127 @@ fn unsorted_iteration_tracks_what_support_calls_change_and_read() {
         "    store v7, v42+0\n    v30 = call $nabla_map_get(v40, v42, v43)\n    v31 = btoi v30\n    v9 = iadd v31, v8"
     )));
 }
+
+/// A summing loop over `a` with the index counted from `start` by `step` while `guard` holds,
+/// reading `{array}.[i]` in its body (`v0`, `v1`: arrays; `v10`: `len a`; `v11`: `len b`).
+fn indexed_loop(start: &str, step: &str, guard: &str, array: &str) -> String {
+    format!(
+        "\
+fn @main(ptr, ptr) -> f64 {{
+b0(v0: ptr, v1: ptr):
+    v10 = arraylen v0
+    v11 = arraylen v1
+    v12 = iconst {start}
+    v13 = fconst 0.0
+    jump b1(v12, v13)
+b1(v2: i64, v3: f64):
+    v14 = {guard}
+    brif v14, b2, b3
+b2:
+    v15 = arraylen {array}
+    v16 = iconst 7
+    boundscheck v2, v15, v16
+    v17 = elemaddr {array}, v2, 8
+    v18 = load.f64 v17+0
+    v19 = fadd v3, v18
+    v20 = iconst {step}
+    v21 = iadd v2, v20
+    jump b1(v21, v19)
+b3:
+    return v3
+}}
+"
+    )
+}
+
+/// Bounds-check elimination (`opt::bounds`): the check of an index counted up from 0 while it is
+/// below the array's own length goes; every variation that breaks the proof keeps it.
+#[test]
+fn bounds_checks_go_only_where_the_loop_proves_them() {
+    let checks = |text: &str| count(&opt(text), "main", "boundscheck");
+    // `i` from 0 by 1 while `i < len a` reads `a.[i]`: no check (the length read twice is the same).
+    assert_eq!(checks(&indexed_loop("0", "1", "icmp lt v2, v10", "v0")), 0);
+    // The guard written the other way round, and the loop's own length value.
+    assert_eq!(checks(&indexed_loop("0", "1", "icmp gt v10, v2", "v0")), 0);
+    // Another array's length does not bound it.
+    assert_eq!(checks(&indexed_loop("0", "1", "icmp lt v2, v10", "v1")), 1);
+    // A negative start, a step that may overflow, `<=`, and a comparison with something else.
+    assert_eq!(checks(&indexed_loop("-1", "1", "icmp lt v2, v10", "v0")), 1);
+    assert_eq!(checks(&indexed_loop("0", "2", "icmp lt v2, v10", "v0")), 1);
+    assert_eq!(checks(&indexed_loop("0", "1", "icmp le v2, v10", "v0")), 1);
+    assert_eq!(checks(&indexed_loop("0", "1", "icmp lt v2, v11", "v0")), 1);
+    // The guard on the false edge: `i >= len a` exits, the body reads.
+    let negated = indexed_loop("0", "1", "icmp ge v2, v10", "v0").replace("brif v14, b2, b3", "brif v14, b3, b2");
+    assert_eq!(checks(&negated), 0);
+    // On the wrong edge of the guard the index is at or past the end: the check stays.
+    let wrong_edge = indexed_loop("0", "1", "icmp lt v2, v10", "v0").replace("brif v14, b2, b3", "brif v14, b3, b2");
+    assert_eq!(checks(&wrong_edge), 1);
+}
+
+/// The triangle `c < r < n` (gmm's Q·x): the inner index is below the outer one, which is below
+/// the length; a block reached from elsewhere too is not guarded by the branch.
+#[test]
+fn bounds_checks_follow_chains_of_guards_and_respect_joins() {
+    let triangle = "\
+fn @main(ptr) -> f64 {
+b0(v0: ptr):
+    v10 = arraylen v0
+    v11 = iconst 0
+    v12 = fconst 0.0
+    jump b1(v11, v12)
+b1(v1: i64, v2: f64):
+    v13 = icmp lt v1, v10
+    brif v13, b2, b5
+b2:
+    v23 = elemaddr v0, v1, 8
+    v24 = load.f64 v23+0
+    jump b3(v11, v24)
+b3(v3: i64, v4: f64):
+    v14 = icmp lt v3, v1
+    brif v14, b4, b6
+b4:
+    v15 = iconst 9
+    boundscheck v3, v10, v15
+    v16 = elemaddr v0, v3, 8
+    v17 = load.f64 v16+0
+    v18 = fadd v4, v17
+    v19 = iconst 1
+    v20 = iadd v3, v19
+    jump b3(v20, v18)
+b6:
+    v21 = iconst 1
+    v22 = iadd v1, v21
+    jump b1(v22, v4)
+b5:
+    return v2
+}
+";
+    assert_eq!(count(&opt(triangle), "main", "boundscheck"), 0);
+    // The same with the inner guard against an unrelated parameter: kept.
+    let loose = triangle
+        .replace("fn @main(ptr) -> f64 {\nb0(v0: ptr):", "fn @main(ptr, i64) -> f64 {\nb0(v0: ptr, v9: i64):")
+        .replace("v14 = icmp lt v3, v1", "v14 = icmp lt v3, v9");
+    assert_eq!(count(&opt(&loose), "main", "boundscheck"), 1);
+    // A guarded block that another branch also reaches (with `i` unbounded there) keeps its check.
+    let joined = "\
+fn @main(ptr, i64, bool) -> f64 {
+b0(v0: ptr, v1: i64, v2: bool):
+    v10 = arraylen v0
+    v11 = iconst 0
+    brif v2, b1, b2
+b1:
+    v12 = icmp lt v11, v10
+    brif v12, b2, b3
+b2:
+    v13 = iconst 4
+    boundscheck v11, v10, v13
+    v14 = elemaddr v0, v11, 8
+    v15 = load.f64 v14+0
+    return v15
+b3:
+    v16 = fconst 0.0
+    return v16
+}
+";
+    assert_eq!(count(&opt(joined), "main", "boundscheck"), 1);
+}

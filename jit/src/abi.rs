@@ -22,6 +22,17 @@ pub struct CtxHeader {
     /// The lowest stack address recursive code may reach: functions on a cycle of the call graph
     /// trap with `StackOverflow` below it instead of overflowing the stack. Null: no limit.
     pub stack_limit: *mut u8,
+    /// How many bags and maps the runtime has made (a count that only grows): a compaction
+    /// check's inline fast path compares it with the count in the loop's mark.
+    pub collections_made: i64,
+    /// The least bound `nabla_arena_scope_begin` compacts above, and `nabla_arena_compact_begin`'s
+    /// (both before the `threshold` argument is applied): the fast path answers "not yet" inline
+    /// when the loop has made at most `max(bound, threshold)` bytes in the mark's chunk.
+    pub scope_bound: i64,
+    pub compact_bound: i64,
+    /// Where the JIT's register-preserving trampolines for rarely taken support calls leave the
+    /// callee's result (the calling convention they use returns nothing in registers).
+    pub scratch: i64,
 }
 
 /// Byte offsets of the header's fields, used by the code generator.
@@ -29,6 +40,45 @@ pub(crate) const CTX_ALLOC_PTR: i32 = 0;
 pub(crate) const CTX_ALLOC_END: i32 = 8;
 pub(crate) const CTX_STATUS: i32 = 16;
 pub(crate) const CTX_STACK_LIMIT: i32 = 24;
+pub(crate) const CTX_COLLECTIONS_MADE: i32 = 32;
+pub(crate) const CTX_SCOPE_BOUND: i32 = 40;
+pub(crate) const CTX_COMPACT_BOUND: i32 = 48;
+pub(crate) const CTX_SCRATCH: i32 = 56;
+
+/// A compacting loop's mark, as compiled code holds it, is the address of the record
+/// `nabla_arena_mark` allocates in the arena, `MARK_WORDS` words just below the position it marks:
+/// the runtime's token for that position, [`CtxHeader::collections_made`] and the chunk's end
+/// (`alloc_end`) when it was taken, and the runtime's bag and map counts (the last word, so that it
+/// lies just below the position). The JIT reads the second and third words to decide inline
+/// whether a loop has made more than its bound since the mark (see `CtxHeader::scope_bound`).
+pub const MARK_WORDS: usize = 4;
+/// Word indices in a mark record.
+pub const MARK_TOKEN: usize = 0;
+pub const MARK_COLLECTIONS: usize = 1;
+pub const MARK_CHUNK_END: usize = 2;
+pub const MARK_COUNTS: usize = 3;
+/// The compaction checks that get an inline fast path (`anf::ir::support`).
+pub(crate) const SCOPE_BEGIN_SYMBOL: &str = "nabla_arena_scope_begin";
+pub(crate) const COMPACT_BEGIN_SYMBOL: &str = "nabla_arena_compact_begin";
+pub(crate) const COMPACT_END_SYMBOL: &str = "nabla_arena_compact_end";
+/// Support functions called only on rarely taken paths inside loops (a compaction check past
+/// its inline fast path, the compaction itself, a new arena chunk): compiled code calls them
+/// through a trampoline that preserves every register, so the values a loop keeps in registers
+/// need not be saved around the call on its hot path.
+pub(crate) const COLD_SYMBOLS: [&str; 12] = [
+    SCOPE_BEGIN_SYMBOL,
+    COMPACT_BEGIN_SYMBOL,
+    COMPACT_END_SYMBOL,
+    "nabla_arena_since",
+    "nabla_arena_in_side",
+    "nabla_arena_keep_bag",
+    "nabla_arena_keep_map",
+    "nabla_arena_hold",
+    "nabla_arena_map_slots",
+    "nabla_arena_map_slot",
+    "nabla_arena_map_slots_end",
+    ALLOC_SYMBOL,
+];
 
 impl CtxHeader {
     /// A header with no arena memory: every allocation goes to the slow path.
@@ -38,6 +88,10 @@ impl CtxHeader {
             alloc_end: std::ptr::null_mut(),
             status: 0,
             stack_limit: std::ptr::null_mut(),
+            collections_made: 0,
+            scope_bound: 0,
+            compact_bound: 0,
+            scratch: 0,
         }
     }
 

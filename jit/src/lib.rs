@@ -302,6 +302,7 @@ impl Jit {
             m.externs.values().map(|e| self.import(&e.name, &e.sig)).collect::<Result<_, _>>()?;
         let trap_fn = if needs.trap { Some(self.import(TRAP_SYMBOL, &abi::trap_signature())?) } else { None };
         let alloc_fn = if needs.alloc { Some(self.import(ALLOC_SYMBOL, &abi::alloc_signature())?) } else { None };
+        let cold = self.cold_trampolines(m, &needs, externs.as_slice(), alloc_fn, false)?;
         let call_conv = self.call_conv;
         let module = self.module.as_mut().ok_or(JitError::Poisoned)?;
         // Callees are declared (never defined) so calls have something to refer to.
@@ -323,6 +324,7 @@ impl Jit {
             alloc_fn,
             may_fail: &may_fail,
             recursive: &recursive,
+            cold: &cold,
         };
         module.clear_context(&mut self.ctx);
         self.ctx.func.signature = translate::cl_signature(&irf.sig, call_conv);
@@ -369,6 +371,45 @@ impl Jit {
         Ok(())
     }
 
+    /// The register-preserving trampolines (`abi::COLD_SYMBOLS`) of the support functions `m`
+    /// uses, declared in this module and, with `define`, defined (`translate::translate_cold_trampoline`).
+    fn cold_trampolines(
+        &mut self,
+        m: &ir::Module,
+        needs: &Needs,
+        externs: &[ClFuncId],
+        alloc_fn: Option<ClFuncId>,
+        define: bool,
+    ) -> Result<FxHashMap<String, ClFuncId>, JitError> {
+        let mut wanted: Vec<(&str, ClFuncId, ir::Signature)> = Vec::new();
+        for (e, &id) in m.externs.values().zip(externs) {
+            if abi::COLD_SYMBOLS.contains(&e.name.as_str()) && e.sig.rets.len() <= 1 {
+                wanted.push((
+                    abi::COLD_SYMBOLS.iter().find(|s| **s == e.name).copied().unwrap_or(""),
+                    id,
+                    e.sig.clone(),
+                ));
+            }
+        }
+        if let (true, Some(id)) = (needs.alloc, alloc_fn) {
+            wanted.push((ALLOC_SYMBOL, id, abi::alloc_signature()));
+        }
+        let mut out = FxHashMap::default();
+        for (name, target, sig) in wanted {
+            let module = self.module.as_mut().ok_or(JitError::Poisoned)?;
+            let id = module.declare_anonymous_function(&translate::cold_signature(&sig)).map_err(module_error)?;
+            if define {
+                self.define(id, |module, func, fctx| {
+                    translate::translate_cold_trampoline(module, target, &sig, func, fctx);
+                    Ok(())
+                })
+                .map_err(|e| JitError::Codegen { func: format!("{name}.trampoline"), message: e })?;
+            }
+            out.insert(name.to_string(), id);
+        }
+        Ok(out)
+    }
+
     /// Declares an imported support function once per JIT.
     fn import(&mut self, name: &str, sig: &ir::Signature) -> Result<ClFuncId, JitError> {
         if let Some(id) = self.imports.get(name) {
@@ -392,6 +433,7 @@ impl Jit {
             m.externs.values().map(|e| self.import(&e.name, &e.sig)).collect::<Result<_, _>>()?;
         let trap_fn = if needs.trap { Some(self.import(TRAP_SYMBOL, &abi::trap_signature())?) } else { None };
         let alloc_fn = if needs.alloc { Some(self.import(ALLOC_SYMBOL, &abi::alloc_signature())?) } else { None };
+        let cold = self.cold_trampolines(m, needs, externs.as_slice(), alloc_fn, true)?;
         let call_conv = self.call_conv;
         let module = self.module.as_mut().ok_or(JitError::Poisoned)?;
         // Only what the entries can call is compiled: functions of closure tags that no switch
@@ -421,6 +463,7 @@ impl Jit {
             alloc_fn,
             may_fail: &may_fail,
             recursive: &recursive,
+            cold: &cold,
         };
         // Define everything; on the first failure, give the rest stub bodies so the module can
         // still be finalised (declared but undefined functions would make finalisation panic).

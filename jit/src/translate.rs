@@ -18,7 +18,10 @@ use cranelift_jit::JITModule;
 use cranelift_module::{FuncId as ClFuncId, Module as _};
 use rustc_hash::FxHashMap;
 
-use crate::abi::{CTX_ALLOC_END, CTX_ALLOC_PTR, CTX_STACK_LIMIT, CTX_STATUS};
+use crate::abi::{
+    COMPACT_BEGIN_SYMBOL, CTX_ALLOC_END, CTX_ALLOC_PTR, CTX_COLLECTIONS_MADE, CTX_COMPACT_BOUND, CTX_SCOPE_BOUND,
+    CTX_SCRATCH, CTX_STACK_LIMIT, CTX_STATUS, MARK_CHUNK_END, MARK_COLLECTIONS, MARK_WORDS, SCOPE_BEGIN_SYMBOL,
+};
 
 /// Results returned in registers; more go through a hidden out-pointer (Cranelift cannot return
 /// more than two integer values in registers).
@@ -38,6 +41,9 @@ pub(crate) struct ModuleEnv<'a> {
     pub may_fail: &'a [bool],
     /// Whether each function is on a cycle of the call graph (so it checks the stack limit).
     pub recursive: &'a [bool],
+    /// The register-preserving trampolines of the rarely called support functions
+    /// (`abi::COLD_SYMBOLS`), by name: see [`translate_cold_trampoline`].
+    pub cold: &'a FxHashMap<String, ClFuncId>,
 }
 
 /// The Cranelift type of an IR word.
@@ -135,6 +141,8 @@ struct Translator<'a, 'b> {
     func_refs: FxHashMap<ClFuncId, cl::FuncRef>,
     /// Where callees that return through an out-pointer put their results.
     ret_slot: Option<cl::StackSlot>,
+    /// The instruction after the one being translated in its block.
+    following: Option<ir::Inst>,
 }
 
 /// Translates `irf` into `func` (whose signature must already be set).
@@ -165,6 +173,7 @@ pub(crate) fn translate_function(
         traps: Vec::new(),
         func_refs: FxHashMap::default(),
         ret_slot: None,
+        following: None,
     };
     let ir_entry = irf.entry().ok_or("function has no entry block")?;
     let first_param = if out.is_some() { 2 } else { 1 };
@@ -191,7 +200,9 @@ pub(crate) fn translate_function(
             let cb = t.block(blk)?;
             t.b.switch_to_block(cb);
         }
-        for &inst in &irf.blocks[blk].insts {
+        let insts = &irf.blocks[blk].insts;
+        for (k, &inst) in insts.iter().enumerate() {
+            t.following = insts.get(k + 1).copied();
             t.inst(inst)?;
         }
     }
@@ -369,14 +380,88 @@ impl<'a, 'b> Translator<'a, 'b> {
         self.b.ins().store(flags(), np, self.ctx, CTX_ALLOC_PTR);
         self.b.ins().jump(join, &[BlockArg::Value(p)]);
         self.b.switch_to_block(slow);
-        let alloc = self.env.alloc_fn.ok_or("module allocates but has no allocation function")?;
-        let r = self.func_ref(alloc);
-        let call = self.b.ins().call(r, &[self.ctx, bytes]);
-        let q = self.b.inst_results(call)[0];
+        let q = match self.env.cold.get(crate::abi::ALLOC_SYMBOL) {
+            Some(&id) => {
+                let r = self.func_ref(id);
+                self.b.ins().call(r, &[self.ctx, bytes]);
+                self.b.ins().load(types::I64, flags(), self.ctx, CTX_SCRATCH)
+            }
+            None => {
+                let alloc = self.env.alloc_fn.ok_or("module allocates but has no allocation function")?;
+                let r = self.func_ref(alloc);
+                let call = self.b.ins().call(r, &[self.ctx, bytes]);
+                self.b.inst_results(call)[0]
+            }
+        };
         self.check_status();
         self.b.ins().jump(join, &[BlockArg::Value(q)]);
         self.b.switch_to_block(join);
         Ok(result)
+    }
+
+    /// The inline fast path of a compaction check (`nabla_arena_scope_begin(mark, threshold)` or
+    /// `nabla_arena_compact_begin`): when the arena cursor is still in the chunk the mark was
+    /// taken in (same chunk end), no bag or map was made since the mark, and at most
+    /// `max(bound, threshold)` bytes were allocated since it, the runtime would answer `false`
+    /// (it compacts only above that bound, counting bytes and collections made since the mark);
+    /// so the code answers `false` without calling it. Otherwise it continues in a cold block where
+    /// the caller emits the call; both reach the returned join block, whose parameter is the answer.
+    /// `bound` is the header field holding the check's least bound.
+    ///
+    /// When the answer's only use is the `brif` that ends its block (`branch`: its false target),
+    /// the fast path jumps straight to that target, and there is no join (`None`).
+    fn compaction_fast_path(
+        &mut self,
+        args: &[ir::Value],
+        bound: i32,
+        branch: Option<&ir::BlockCall>,
+    ) -> Result<Option<cl::Block>, String> {
+        let (mark, threshold) = (self.v(args[0])?, self.v(args[1])?);
+        let ptr = self.b.ins().load(types::I64, flags(), self.ctx, CTX_ALLOC_PTR);
+        let end = self.b.ins().load(types::I64, flags(), self.ctx, CTX_ALLOC_END);
+        let made = self.b.ins().load(types::I64, flags(), self.ctx, CTX_COLLECTIONS_MADE);
+        let least = self.b.ins().load(types::I64, flags(), self.ctx, bound);
+        let mark_end = self.b.ins().load(types::I64, flags(), mark, (8 * MARK_CHUNK_END) as i32);
+        let mark_made = self.b.ins().load(types::I64, flags(), mark, (8 * MARK_COLLECTIONS) as i32);
+        let limit = self.b.ins().smax(least, threshold);
+        let start = self.b.ins().iadd_imm_s(mark, (8 * MARK_WORDS) as i64);
+        let used = self.b.ins().isub(ptr, start);
+        let same_chunk = self.b.ins().icmp(IntCC::Equal, end, mark_end);
+        let no_collections = self.b.ins().icmp(IntCC::Equal, made, mark_made);
+        let small = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, used, limit);
+        let ok = self.b.ins().band(same_chunk, no_collections);
+        let ok = self.b.ins().band(ok, small);
+        let slow = self.b.create_block();
+        self.b.set_cold_block(slow);
+        if let Some(bc) = branch {
+            let (target, targs) = self.block_call(bc)?;
+            self.b.ins().brif(ok, target, &targs, slow, &[]);
+            self.b.switch_to_block(slow);
+            return Ok(None);
+        }
+        let join = self.b.create_block();
+        self.b.append_block_param(join, types::I8);
+        let no = self.b.ins().iconst(types::I8, 0);
+        self.b.ins().brif(ok, join, &[BlockArg::Value(no)], slow, &[]);
+        self.b.switch_to_block(slow);
+        Ok(Some(join))
+    }
+
+    /// The false target of the `brif` that follows the current instruction, when `v` is its
+    /// condition and is used nowhere else in the function.
+    fn branch_only_on(&self, v: ir::Value) -> Option<ir::BlockCall> {
+        let next = self.following?;
+        let ir::Op::Brif(c, _, e) = &self.irf.insts[next].op else { return None };
+        if *c != v {
+            return None;
+        }
+        let mut uses = 0;
+        for &b in &self.irf.layout {
+            for &i in &self.irf.blocks[b].insts {
+                self.irf.insts[i].op.for_each_operand(|x| uses += (x == v) as usize);
+            }
+        }
+        (uses == 1).then(|| e.clone())
     }
 
     /// Translates one instruction.
@@ -518,14 +603,45 @@ impl<'a, 'b> Translator<'a, 'b> {
             ir::Op::Call(f, args) => self.call(inst, *f, args)?,
             ir::Op::CallExt(e, args) => {
                 let ext = &self.env.ir.externs[*e];
+                let check = match ext.name.as_str() {
+                    SCOPE_BEGIN_SYMBOL => Some(CTX_SCOPE_BOUND),
+                    COMPACT_BEGIN_SYMBOL => Some(CTX_COMPACT_BOUND),
+                    _ => None,
+                };
+                let sig_ok = ext.sig.params == [ir::Type::I64, ir::Type::I64] && ext.sig.rets == [ir::Type::Bool];
+                // The fast path answers "not yet" exactly when the runtime would (see below).
+                let fast = match check {
+                    Some(bound) if sig_ok && !ext.fallible => {
+                        let answer = self.irf.insts[inst].results.first().copied();
+                        let branch = answer.and_then(|a| self.branch_only_on(a));
+                        Some(self.compaction_fast_path(args, bound, branch.as_ref())?)
+                    }
+                    _ => None,
+                };
                 let mut cargs = vec![self.ctx];
                 cargs.extend(self.vs(args)?);
-                let id = *self.env.externs.get(e.index()).ok_or("extern not declared")?;
-                let r = self.func_ref(id);
-                let call = self.b.ins().call(r, &cargs);
-                let results = self.b.inst_results(call).to_vec();
+                // Only reached past a fast path, or during a compaction (`abi::COLD_SYMBOLS`).
+                let cold = self.env.cold.get(ext.name.as_str());
+                let mut results = match cold {
+                    Some(&id) if ext.sig.rets.len() <= 1 => {
+                        let r = self.func_ref(id);
+                        self.b.ins().call(r, &cargs);
+                        ext.sig.rets.iter().map(|t| load_slot(&mut self.b, *t, self.ctx, CTX_SCRATCH)).collect()
+                    }
+                    _ => {
+                        let id = *self.env.externs.get(e.index()).ok_or("extern not declared")?;
+                        let r = self.func_ref(id);
+                        let call = self.b.ins().call(r, &cargs);
+                        self.b.inst_results(call).to_vec()
+                    }
+                };
                 if ext.fallible {
                     self.check_status();
+                }
+                if let Some(Some(join)) = fast {
+                    self.b.ins().jump(join, &results.iter().map(|x| BlockArg::Value(*x)).collect::<Vec<_>>());
+                    self.b.switch_to_block(join);
+                    results = self.b.block_params(join).to_vec();
                 }
                 for (v, x) in self.irf.insts[inst].results.iter().zip(results) {
                     self.def(*v, x);
@@ -756,4 +872,39 @@ pub(crate) fn translate_entry(
     b.ins().return_(&[]);
     b.seal_all_blocks();
     b.finalize(module.target_config());
+}
+
+/// The signature of a cold support function's trampoline: its parameters after `ctx`, no
+/// results (the `preserve_all` convention returns nothing in registers), every register
+/// preserved.
+pub(crate) fn cold_signature(sig: &ir::Signature) -> cl::Signature {
+    let mut s = cl_support_signature(&ir::Signature::new(sig.params.clone(), vec![]), CallConv::PreserveAll);
+    s.returns.clear();
+    s
+}
+
+/// The body of a cold support function's trampoline: calls `target` (the support function, in
+/// the platform's convention) with the same arguments and stores its one result, if any, in the
+/// context's scratch word, where the caller reads it.
+pub(crate) fn translate_cold_trampoline(
+    module: &mut JITModule,
+    target: ClFuncId,
+    sig: &ir::Signature,
+    func: &mut cl::Function,
+    fctx: &mut FunctionBuilderContext,
+) {
+    let mut b = FunctionBuilder::new(func, fctx);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    b.seal_block(entry);
+    let args = b.block_params(entry).to_vec();
+    let r = module.declare_func_in_func(target, b.func);
+    let call = b.ins().call(r, &args);
+    if let (Some(&x), Some(&t)) = (b.inst_results(call).first(), sig.rets.first()) {
+        store_slot(&mut b, t, x, args[0], CTX_SCRATCH);
+    }
+    b.ins().return_(&[]);
+    let config = module.target_config();
+    b.finalize(config);
 }

@@ -1,7 +1,8 @@
 //! IR optimisation between lowering and the JIT: inlining of small non-recursive functions, then
 //! local clean-up (copy propagation, constant folding, store-to-load forwarding through fresh
 //! records, branch folding, block merging, dead code), redundancy elimination in each block
-//! (repeated operations, array lengths, bounds checks and loads; overwritten stores: `cse`), bag fusion (a fresh bag added once into
+//! (repeated operations, array lengths, bounds checks and loads; overwritten stores: `cse`),
+//! bounds checks that loop guards prove cannot fail (`bounds`), bag fusion (a fresh bag added once into
 //! another is never built: `bags`), singleton-map fusion (a one-key map made only to be added
 //! into another is never built: `maps`), unsorted iteration of bags in folds that cannot observe the
 //! order (`order`), then removal of functions nothing calls.
@@ -19,6 +20,7 @@
 //! verified IR, disappear.
 
 mod bags;
+mod bounds;
 mod cse;
 mod inline;
 mod maps;
@@ -136,6 +138,11 @@ fn run<E>(
         check(module, "simplification", f)?;
         if cse::eliminate(&mut module.funcs[f], &facts) {
             check(module, "redundancy elimination", f)?;
+            simplify::simplify_function(module, f, &facts);
+            check(module, "simplification", f)?;
+        }
+        if bounds::eliminate(&mut module.funcs[f]) {
+            check(module, "bounds-check elimination", f)?;
             simplify::simplify_function(module, f, &facts);
             check(module, "simplification", f)?;
         }

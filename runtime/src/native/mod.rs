@@ -24,6 +24,7 @@ mod collections_model;
 mod tests;
 
 use anf::ir::{TrapCode, ARRAY_HEADER};
+use jit::abi::{MARK_CHUNK_END, MARK_COLLECTIONS, MARK_COUNTS, MARK_TOKEN, MARK_WORDS};
 use jit::{CtxHeader, SupportTable, Word};
 
 pub use arena::Arena;
@@ -157,7 +158,7 @@ const MAX_SPARE_BAGS: usize = 1 << 14;
 impl CallCtx {
     /// A context whose arena may grow to `arena_limit` bytes.
     pub fn new(arena_limit: usize) -> Box<CallCtx> {
-        Box::new(CallCtx {
+        let mut cx = Box::new(CallCtx {
             header: CtxHeader::empty(),
             arena: Arena::new(arena_limit),
             side: Arena::new(arena_limit),
@@ -181,7 +182,9 @@ impl CallCtx {
             spare_maps: Vec::new(),
             sort_scratch: Default::default(),
             error: None,
-        })
+        });
+        cx.publish_bounds();
+        cx
     }
 
     /// The pointer compiled code takes as its first argument.
@@ -298,14 +301,32 @@ impl CallCtx {
     /// kept as they are, and bags and maps made since the mark are kept by
     /// [`CallCtx::keep_bag`]/[`CallCtx::keep_map`] — then calls [`CallCtx::compact_end`], which
     /// frees every allocation since the mark (arena memory, bags and maps), and copies the
-    /// survivor back. The mark allocates one slot, which records how many bags and maps there
-    /// were: those made later are the loop's.
+    /// survivor back. The mark allocates a record of `jit::abi::MARK_WORDS` words just below the
+    /// position it marks, and is that record's address: the arena's token for the position, what
+    /// compiled code's inline check reads (the count of collections made and the chunk's end, see
+    /// `jit::abi`), and how many bags and maps there were (those made later are the loop's).
     pub fn arena_mark(&mut self) -> Result<i64, NativeError> {
         let counts = (self.bags.len() as u64 & 0xffff_ffff) | ((self.maps.len() as u64) << 32);
-        let slot = self.alloc(8)?;
-        // SAFETY: `slot` is 8 fresh bytes.
-        unsafe { (slot as *mut u64).write(counts) };
-        Ok(self.arena.mark(&self.header))
+        let record = self.alloc(8 * MARK_WORDS as i64)? as *mut u64;
+        let token = self.arena.mark(&self.header);
+        // SAFETY: `record` is `MARK_WORDS` fresh words.
+        unsafe {
+            record.add(MARK_TOKEN).write(token as u64);
+            record.add(MARK_COLLECTIONS).write(self.header.collections_made as u64);
+            record.add(MARK_CHUNK_END).write(self.header.alloc_end as u64);
+            record.add(MARK_COUNTS).write(counts);
+        }
+        Ok(record as i64)
+    }
+
+    /// The arena's token of the position a mark (as [`CallCtx::arena_mark`] made it) marks.
+    fn mark_token(mark: i64) -> i64 {
+        if mark == 0 {
+            return 0;
+        }
+        // SAFETY: compiled code passes marks `arena_mark` made, whose record lives as long as
+        // the loop that uses it.
+        unsafe { *(mark as *const i64).add(MARK_TOKEN) }
     }
 
     /// How many bags and maps there were when `mark` was taken.
@@ -330,12 +351,14 @@ impl CallCtx {
     /// Whether the loop that took `mark` should compact now — it made more than
     /// `max(compact_min, threshold)` since — switching allocation to the side arena if so.
     pub fn compact_begin(&mut self, mark: i64, threshold: i64) -> bool {
+        let mark = Self::mark_token(mark);
         self.begin_if(mark, self.compact_min.max(usize::try_from(threshold).unwrap_or(0)))
     }
 
     /// [`CallCtx::compact_begin`] for one iteration of `build`, `map` or `zipWith`: the bound is
     /// `max(min(compact_min, SCOPE_MIN), threshold)`.
     pub fn scope_begin(&mut self, mark: i64, threshold: i64) -> bool {
+        let mark = Self::mark_token(mark);
         self.begin_if(mark, self.compact_min.min(SCOPE_MIN).max(usize::try_from(threshold).unwrap_or(0)))
     }
 
@@ -445,6 +468,7 @@ impl CallCtx {
     /// If the compaction was abandoned ([`CallCtx::hold`]), nothing is freed and the result is
     /// minus the bytes made since the mark (the next attempt waits for twice as many).
     pub fn compact_end(&mut self, mark: i64) -> i64 {
+        let mark = Self::mark_token(mark);
         let survivor = self.side.used_since(&self.header, 0) as i64;
         self.in_side = false;
         if self.abandon {
@@ -555,6 +579,7 @@ impl CallCtx {
     }
 
     fn count_collections(&mut self) {
+        self.header.collections_made = self.header.collections_made.wrapping_add(1);
         self.collections_peak = self.collections_peak.max(self.bags.len() + self.maps.len());
     }
 
@@ -568,6 +593,14 @@ impl CallCtx {
     /// Makes loops compact after `bytes` of allocation (tests use a small bound to exercise it).
     pub fn set_compact_min(&mut self, bytes: usize) {
         self.compact_min = bytes;
+        self.publish_bounds();
+    }
+
+    /// Tells compiled code's inline compaction checks the bounds (`jit::abi::CtxHeader`).
+    fn publish_bounds(&mut self) {
+        let word = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        self.header.scope_bound = word(self.compact_min.min(SCOPE_MIN));
+        self.header.compact_bound = word(self.compact_min);
     }
 
     /// The bound on the arena.

@@ -1,0 +1,105 @@
+//! Bounds-check elimination (`anf::opt::bounds`): indexing in loops over an array's own length
+//! loses its check, every other index keeps it. Each program runs under the interpreter and
+//! compiled (optimised, unoptimised, and compacting after every iteration), which must agree
+//! exactly — the same value, or the same error at the same span; a separate test reads the
+//! optimised IR so the comparisons compare code without the checks.
+
+mod program_gen;
+
+use program_gen::both_engines;
+
+const DATA: &str = "def xs = build 40 (fun i -> toReal (i * 5 % 13) * 0.25 - 1.0)
+def short = build 39 (fun i -> toReal i)
+";
+
+/// (name, `main`, bounds checks left in the optimised IR of `main`'s own code: `None` if not
+/// checked).
+const PROGRAMS: &[(&str, &str, Option<usize>)] = &[
+    // Proved: an index counted from 0 below the array's own length.
+    ("build over own length", "def main = sum (build (len xs) (fun i -> xs.[i] * xs.[i]))", Some(0)),
+    ("map index", "def main = let n = len xs in sum (build n (fun i -> xs.[i] + toReal i))", Some(0)),
+    ("triangle", "def main = sum (build (len xs) (fun r -> xs.[r] * sum (build r (fun c -> xs.[c]))))", Some(0)),
+    (
+        "fold with an index",
+        "def main = let (s, _) = fold (fun (s, i) x -> (s + x * xs.[i], i + 1)) (0.0, 0) xs in s",
+        None,
+    ),
+    // Not proved, and failing: the check must stay and fail where the interpreter does.
+    ("one past the end", "def main = sum (build (len xs) (fun i -> xs.[i + 1]))", Some(1)),
+    ("one before the start", "def main = sum (build (len xs) (fun i -> xs.[i - 1]))", Some(1)),
+    ("another array's length", "def main = sum (build (len xs) (fun i -> short.[i]))", Some(1)),
+    ("count past the length", "def main = sum (build (len xs + 1) (fun i -> xs.[i]))", Some(1)),
+    (
+        "triangle past the diagonal",
+        "def main = sum (build (len xs) (fun r -> sum (build (r + 2) (fun c -> xs.[c]))))",
+        Some(1),
+    ),
+    (
+        "inner loop over the outer array",
+        "def main = sum (build (len short) (fun r -> sum (build (len xs) (fun c -> short.[c]))))",
+        Some(1),
+    ),
+    ("descending", "def main = sum (build (len xs) (fun i -> xs.[len xs - i]))", Some(1)),
+];
+
+fn program(main: &str) -> String {
+    format!("{DATA}{main}\n")
+}
+
+#[test]
+fn eliminated_checks_agree_with_the_interpreter_exactly() {
+    let mut failures = Vec::new();
+    for (name, main, _) in PROGRAMS {
+        match both_engines(&program(main)) {
+            Err(e) => failures.push(format!("{name}: {e}")),
+            Ok((a, b, c)) if a != b || a != c => {
+                failures.push(format!("{name}: interpreter {a:?}\n  compiled {b:?}\n  unoptimised {c:?}"))
+            }
+            Ok(_) => {}
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The failing programs fail (out of bounds), the others do not, so the comparison compares
+/// both kinds of outcome.
+#[test]
+fn programs_reach_their_cases() {
+    for (name, main, _) in PROGRAMS {
+        let (interp, _, _) = both_engines(&program(main)).expect("compiles");
+        let fails = matches!(
+            *name,
+            "one past the end"
+                | "one before the start"
+                | "another array's length"
+                | "count past the length"
+                | "triangle past the diagonal"
+                | "inner loop over the outer array"
+                | "descending"
+        );
+        match interp {
+            Ok(v) => assert!(!fails, "{name}: expected an error, got {v}"),
+            Err((e, _, _)) => assert!(fails && e.contains("out of bounds"), "{name}: {e}"),
+        }
+    }
+}
+
+/// The optimised IR of `main`'s definition: how many bounds checks are left (the data
+/// definitions' code has none).
+#[test]
+fn checks_left_in_the_optimised_ir() {
+    let mut failures = Vec::new();
+    for (name, main, checks) in PROGRAMS {
+        let Some(checks) = checks else { continue };
+        let src = program(main);
+        let text = frontend::with_big_stack(move || {
+            let (_, mono) = runtime::prepare(&src, "main").expect("checks");
+            runtime::engine::ir_text(&mono, true).expect("lowers")
+        });
+        let left = text.lines().filter(|l| l.trim_start().starts_with("boundscheck")).count();
+        if left != *checks {
+            failures.push(format!("{name}: {left} checks left, expected {checks}\n{text}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
