@@ -597,7 +597,11 @@ impl Map {
             r[..kw].copy_from_slice(k);
             r[kw..].copy_from_slice(v);
         };
-        if self.len() <= 1 {
+        if self.is_narrow() && self.len() <= 1 {
+            if let (Some((k, v)), [a, b, ..]) = (self.narrow.iter().next(), out) {
+                (*a, *b) = (*k, *v);
+            }
+        } else if self.len() <= 1 {
             for (r, (k, v)) in out.chunks_exact_mut(rec).zip(self.entries()) {
                 write(r, k, v);
             }
@@ -714,6 +718,53 @@ impl Map {
                 (e.insert(v).as_mut_slice(), true)
             }
         })
+    }
+
+    /// Adds `n` (wrapping, as Int arithmetic) to the one-word value at `key`, an unbound key
+    /// counting as zero; the key is unbound if the sum is zero. One probe for one-word maps.
+    pub fn add_int(&mut self, key: &[u64], n: u64) -> Result<(), CollectionError> {
+        if self.value_words != 1 {
+            return Err(CollectionError::WidthMismatch { expected: 1, found: self.value_words });
+        }
+        if let ([k], true) = (key, self.is_narrow()) {
+            match self.narrow.entry(*k) {
+                std::collections::hash_map::Entry::Occupied(mut e) => {
+                    let sum = e.get().wrapping_add(n);
+                    if sum == 0 {
+                        e.remove();
+                    } else {
+                        *e.get_mut() = sum;
+                    }
+                }
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    if n != 0 {
+                        e.insert(n);
+                    }
+                }
+            }
+            return Ok(());
+        }
+        let (cur, _) = self.slot(key)?;
+        let sum = cur[0].wrapping_add(n);
+        cur[0] = sum;
+        if sum == 0 {
+            self.remove(key);
+        }
+        Ok(())
+    }
+
+    /// `self ⊕ src` in `mapGroup intGroup`, in place: each value of `src` is added (wrapping, as
+    /// Int arithmetic) to the value at its key, an unbound key counting as zero; a key whose sum
+    /// is zero is unbound. Both maps must hold one-word values and keys of one width.
+    pub fn add_ints(&mut self, src: &Map) -> Result<(), CollectionError> {
+        if src.key_words != self.key_words || src.value_words != 1 || self.value_words != 1 {
+            let found = if src.key_words != self.key_words { src.key_words } else { src.value_words };
+            return Err(CollectionError::WidthMismatch { expected: self.key_words, found });
+        }
+        for (k, v) in src.entries() {
+            self.add_int(k, v[0])?;
+        }
+        Ok(())
     }
 
     /// Empties the map for reuse with the given widths, keeping its tables' capacity.

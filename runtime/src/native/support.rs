@@ -427,11 +427,8 @@ unsafe fn map_add_scaled_at(
             if s == 0 {
                 return Ok(());
             }
-            // (An unbound key's slot is zero.)
-            let (cur, _) = dst.slot(k)?;
-            let n = (cur[0] as i64).wrapping_add(s);
-            cur[0] = n as u64;
-            n == 0
+            // (An unbound key counts as zero; a zero sum unbinds it.)
+            return Ok(dst.add_int(k, s as u64)?);
         }
         // `realGroup`: `v · toReal m`, then `+` (one key's sum: no reassociation).
         1 => {
