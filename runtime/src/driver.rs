@@ -308,7 +308,7 @@ impl Incremental {
                 format!("{what} has no canonical group: give its changes as values (`update`)"),
             ));
         }
-        Ok(GroupDelta::new(self.id, self.input_layout.clone()))
+        Ok(GroupDelta::new(self.id, self.input_layout.clone(), &self.delta_groups))
     }
 
     /// Applies a change built with [`Incremental::delta`]: as [`Incremental::update`] of the
@@ -815,6 +815,9 @@ pub struct GroupDelta {
     store: DeltaStore,
     /// A path's words while it is added.
     path: Vec<u64>,
+    /// The record `[group, collection]` of each component that is one bag or map.
+    #[allow(clippy::type_complexity)]
+    records: Vec<Option<Box<[u64; 2]>>>,
     /// Entries added since the last `clear`.
     entries: usize,
     /// The sum of the Int amounts' magnitudes: at least every multiplicity of the change.
@@ -828,7 +831,7 @@ impl std::fmt::Debug for GroupDelta {
 }
 
 impl GroupDelta {
-    fn new(driver: u64, layout: Layout) -> GroupDelta {
+    fn new(driver: u64, layout: Layout, groups: &[Option<Word>]) -> GroupDelta {
         let mut offsets = Vec::new();
         let mut n = 0;
         for l in components(&layout) {
@@ -841,19 +844,30 @@ impl GroupDelta {
             roots: vec![0; n],
             offsets,
             store: DeltaStore::default(),
+            records: Vec::new(),
             path: Vec::new(),
             entries: 0,
             abs_sum: 0,
         };
-        d.zero_roots();
-        d
-    }
-
-    fn zero_roots(&mut self) {
-        for (c, l) in components(&self.layout).iter().enumerate() {
-            let at = self.offsets[c];
-            zero_into(&mut self.store, l, &mut self.roots[at..at + l.words()]);
+        for (c, l) in components(&d.layout).iter().enumerate() {
+            let at = d.offsets[c];
+            zero_into(&mut d.store, l, &mut d.roots[at..at + l.words()]);
         }
+        // What the roots hold stays theirs: `clear` empties it in place.
+        d.store.roots = (d.store.bags.len(), d.store.maps.len());
+        // A component that is one bag or map has a record that never changes: made once here.
+        // (Other components' records are made per update in scratch memory, as their words change
+        // and the driver may keep the output change's words, which could be the record.)
+        d.records = components(&d.layout)
+            .iter()
+            .zip(groups)
+            .enumerate()
+            .map(|(c, (l, g))| match (l, g) {
+                (Layout::Bag(_) | Layout::Map(..), Some(g)) => Some(Box::new([g.0, d.roots[d.offsets[c]]])),
+                _ => None,
+            })
+            .collect();
+        d
     }
 
     /// Adds `n` to the Int (or bag multiplicity) at `path`.
@@ -871,7 +885,10 @@ impl GroupDelta {
     /// Removes every entry (the change becomes nil), keeping the tables for the next change.
     pub fn clear(&mut self) {
         self.store.release();
-        self.zero_roots();
+        for (c, l) in components(&self.layout).iter().enumerate() {
+            let at = self.offsets[c];
+            zero_scalars(l, &mut self.roots[at..at + l.words()]);
+        }
         self.entries = 0;
         self.abs_sum = 0;
     }
@@ -923,6 +940,11 @@ impl GroupDelta {
         buf: &mut Vec<u64>,
     ) -> Result<(), String> {
         for (c, (l, g)) in components(&self.layout).iter().zip(groups).enumerate() {
+            if let Some(r) = &self.records[c] {
+                out.push(Word::from_i64(1));
+                out.push(Word::from_ptr(r.as_ptr()));
+                continue;
+            }
             let at = self.offsets[c];
             buf.clear();
             buf.push(g.ok_or("internal: no canonical group")?.0);
@@ -945,6 +967,9 @@ struct DeltaStore {
     spare_bags: Vec<Box<NBag>>,
     #[allow(clippy::vec_box)]
     spare_maps: Vec<Box<NMap>>,
+    /// The first this many bags and maps are the change's roots (`GroupDelta::new`): emptied in
+    /// place by `release`, never given up.
+    roots: (usize, usize),
 }
 
 impl DeltaStore {
@@ -971,12 +996,23 @@ impl DeltaStore {
     /// Every bag and map is out of use: small ones are kept (emptied when used again).
     fn release(&mut self) {
         let keep = |n: usize, cap: usize| n < SPARE_TABLES && cap <= SMALL_TABLE;
-        for b in self.bags.drain(..) {
+        let (rb, rm) = self.roots;
+        for b in &mut self.bags[..rb] {
+            let kw = b.key_words();
+            b.recycle(kw);
+            b.set_persistent();
+        }
+        for m in &mut self.maps[..rm] {
+            let (kw, vw) = (m.key_words(), m.value_words());
+            m.recycle(kw, vw);
+            m.set_persistent();
+        }
+        for b in self.bags.drain(rb..) {
             if keep(self.spare_bags.len(), b.capacity()) {
                 self.spare_bags.push(b);
             }
         }
-        for m in self.maps.drain(..) {
+        for m in self.maps.drain(rm..) {
             if keep(self.spare_maps.len(), m.capacity()) {
                 self.spare_maps.push(m);
             }
@@ -1056,6 +1092,22 @@ fn zero_into(ctx: &mut DeltaStore, l: &Layout, slot: &mut [u64]) {
             for t in ts {
                 let n = t.words();
                 zero_into(ctx, t, &mut slot[i..i + n]);
+                i += n;
+            }
+        }
+        _ => slot.iter_mut().for_each(|w| *w = 0),
+    }
+}
+
+/// Zeroes the numbers of `slot` (words of layout `l`), leaving its collections' pointers.
+fn zero_scalars(l: &Layout, slot: &mut [u64]) {
+    match l {
+        Layout::Bag(_) | Layout::Map(..) => {}
+        Layout::Tuple(ts) => {
+            let mut i = 0;
+            for t in ts {
+                let n = t.words();
+                zero_scalars(t, &mut slot[i..i + n]);
                 i += n;
             }
         }

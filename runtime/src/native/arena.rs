@@ -248,6 +248,21 @@ impl Arena {
     /// Forgets every allocation; keeps the largest chunk (zeroed again is not needed: the IR
     /// initialises what it allocates) and points the cursor at its start.
     pub fn reset(&mut self, header: &mut CtxHeader) {
+        // The common case (a call that fit in one chunk): back to its start.
+        if let ([c], true, true) = (&self.chunks[..], self.spares.is_empty(), self.graveyard.is_empty()) {
+            self.reserved = c.size;
+            header.alloc_ptr = c.ptr;
+            // SAFETY: one past the end of the chunk.
+            header.alloc_end = unsafe { c.ptr.add(c.size) };
+            return;
+        }
+        if self.chunks.is_empty() && self.spares.is_empty() && self.graveyard.is_empty() {
+            // (A side arena no loop used.)
+            self.reserved = 0;
+            header.alloc_ptr = std::ptr::null_mut();
+            header.alloc_end = std::ptr::null_mut();
+            return;
+        }
         self.chunks.append(&mut self.spares);
         self.graveyard.clear();
         if let Some(i) = (0..self.chunks.len()).max_by_key(|&i| self.chunks[i].size) {
