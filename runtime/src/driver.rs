@@ -1425,6 +1425,30 @@ unsafe fn group_apply(state: &mut CallCtx, l: &Layout, g: Word, slot: &mut [Word
                 let _ = dst.add_ints(src);
                 return;
             }
+            if matches!(**vl, Layout::Bag(_)) && *inner.as_ptr::<u64>() == 2 {
+                // `bagGroup` values (documents as bags): each changed bag added in place, an
+                // emptied one unbound (garbage), a new one copied in.
+                for (k, v) in src.entries() {
+                    let add = native::bag_ref(Word(v[0]));
+                    match dst.get_mut(k) {
+                        Some(cur) => {
+                            let bag = &mut *(cur[0] as *mut NBag);
+                            // Same key width by typing, multiplicities checked by `commit_fits`.
+                            let _ = bag.add_scaled(add, 1);
+                            if bag.is_empty() {
+                                garbage.collections += 1;
+                                dst.remove(k);
+                            }
+                        }
+                        None if add.is_empty() => {}
+                        None => {
+                            let copied = copy_into(state, vl, as_words(v));
+                            let _ = dst.set(k, raw(&copied));
+                        }
+                    }
+                }
+                return;
+            }
             // Keys in any order: each key's update is independent (builtin groups commute).
             for (k, v) in src.entries() {
                 let dv = as_words(v);

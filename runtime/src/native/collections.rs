@@ -795,6 +795,27 @@ impl Map {
             let found = if src.key_words != self.key_words { src.key_words } else { src.value_words };
             return Err(CollectionError::WidthMismatch { expected: self.key_words, found });
         }
+        if self.is_narrow() {
+            // One probe per key of `src` (same widths: `src` is narrow too).
+            for (&k, &v) in &src.narrow {
+                match self.narrow.entry(k) {
+                    std::collections::hash_map::Entry::Occupied(mut e) => {
+                        let n = e.get().wrapping_add(v);
+                        if n == 0 {
+                            e.remove();
+                        } else {
+                            *e.get_mut() = n;
+                        }
+                    }
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        if v != 0 {
+                            e.insert(v);
+                        }
+                    }
+                }
+            }
+            return Ok(());
+        }
         for (k, v) in src.entries() {
             self.add_int(k, v[0])?;
         }
