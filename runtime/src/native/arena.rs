@@ -100,6 +100,7 @@ impl Arena {
 
     /// Allocates `bytes` (rounded up to 8) from the header's cursor, taking a new chunk when the
     /// current one is full. `None` when the limit or the system refuses.
+    #[inline]
     pub fn alloc(&mut self, header: &mut CtxHeader, bytes: usize) -> Option<*mut u8> {
         let bytes = bytes.checked_add(7)? & !7;
         let avail = (header.alloc_end as usize).wrapping_sub(header.alloc_ptr as usize);
@@ -109,6 +110,12 @@ impl Arena {
             header.alloc_ptr = unsafe { p.add(bytes) };
             return Some(p);
         }
+        self.alloc_chunk(header, bytes)
+    }
+
+    /// [`Arena::alloc`] when the current chunk is full (`bytes` rounded already).
+    #[inline(never)]
+    fn alloc_chunk(&mut self, header: &mut CtxHeader, bytes: usize) -> Option<*mut u8> {
         let chunk = match self.spares.iter().position(|c| c.size >= bytes) {
             Some(i) => self.spares.swap_remove(i),
             None => {

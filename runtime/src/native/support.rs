@@ -538,8 +538,12 @@ pub unsafe extern "C" fn nabla_map_add_scaled_key(
 ) {
     guard(ctx, (), |cx| {
         let d = &mut *dst;
-        one_word_values(d)?;
         let k = words(key, d.key_words());
+        if kind == 0 {
+            // `intGroup` (the common case: counts): one probe, wrapping, cannot fail.
+            return Ok(d.add_int(k, (*value as i64).wrapping_mul(m) as u64)?);
+        }
+        one_word_values(d)?;
         map_add_scaled_at(cx, d, k, *value, m, kind, site)
     })
 }
