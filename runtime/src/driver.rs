@@ -902,7 +902,7 @@ impl GroupDelta {
         // A map of Int keys to bags of Ints (documents as bags of words), without the walk below.
         if let (Layout::Map(kl, vl), [Key::Int(k), Key::Int(x)], Leaf::Int) = (&self.layout, path, leaf) {
             if **kl == Layout::Int && matches!(&**vl, Layout::Bag(e) if **e == Layout::Int) {
-                // SAFETY: the root is the store's map of bags (`zero_roots`).
+                // SAFETY: the root is the store's map of bags (`GroupDelta::new`).
                 let map = unsafe { &mut *(self.roots[0] as *mut NMap) };
                 let (slot, new) = map.slot(&[*k as u64]).map_err(|e| e.to_string())?;
                 if new {
