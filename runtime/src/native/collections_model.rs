@@ -418,6 +418,14 @@ fn int_maps_add_in_place_as_the_model_adds() {
             assert_eq!(got, want, "width {kw}, round {round}");
             assert_eq!(dst.len(), want.len(), "width {kw}, round {round}: len");
         }
+        // Records of an empty and a one-key map (the one-word table's short path for these).
+        let mut one = Map::new(kw, 1);
+        let mut out = vec![9u64; kw + 1];
+        one.write_sorted_records(&mut out[..0], &mut SortScratch::default());
+        let k: Vec<u64> = (0..kw).map(|i| (i as i64 - 1) as u64).collect();
+        one.set(&k, &[5]).unwrap();
+        one.write_sorted_records(&mut out, &mut SortScratch::default());
+        assert_eq!(out, [k.clone(), vec![5]].concat(), "width {kw}: one record");
         // Widths must agree.
         assert!(Map::new(kw, 1).add_ints(&Map::new(kw + 1, 1)).is_err());
         assert!(Map::new(kw, 1).add_ints(&Map::new(kw, 2)).is_err());
