@@ -308,13 +308,7 @@ impl Incremental {
                 format!("{what} has no canonical group: give its changes as values (`update`)"),
             ));
         }
-        Ok(GroupDelta {
-            driver: self.id,
-            layout: self.input_layout.clone(),
-            words: Vec::new(),
-            ends: Vec::new(),
-            abs_sum: 0,
-        })
+        Ok(GroupDelta::new(self.id, self.input_layout.clone(), &self.delta_groups))
     }
 
     /// Applies a change built with [`Incremental::delta`]: as [`Incremental::update`] of the
@@ -805,20 +799,77 @@ enum ChangeIn<'a> {
 /// on the way, the component (`Key::Int(i)`, from 0) of each tuple, and for a bag the element,
 /// whose multiplicity changes. For `Map Int (Bag Int)`, `add(&[Key::Int(3), Key::Int(7)], -1)`
 /// removes one 7 from the bag at 3. Each path is checked against the input type when added.
-#[derive(Clone, Debug)]
+///
+/// The change lives in native bags and maps of its own, written by each `add` in place (nothing
+/// is built per update, and `clear` keeps their tables for the next change). They are marked
+/// persistent: compiled code never caches their entry arrays, and an output change that holds
+/// one is marshalled at once (as one holding the driver's state is), so nothing the driver keeps
+/// refers to them after an update.
 pub struct GroupDelta {
     /// The driver it was made by ([`Incremental::delta`]), whose input's layout is `layout`.
     driver: u64,
     layout: Layout,
-    /// The entries' words: each path's key words (a tuple's component as one word), then the
-    /// amount's word; entry `i` ends at `ends[i]`.
-    words: Vec<u64>,
-    ends: Vec<usize>,
+    /// The words of each top-level component of the change (component `c` at `offsets[c]`).
+    roots: Vec<u64>,
+    offsets: Vec<usize>,
+    store: DeltaStore,
+    /// A path's words while it is added.
+    path: Vec<u64>,
+    /// The record `[group, collection]` of each component that is one bag or map.
+    #[allow(clippy::type_complexity)]
+    records: Vec<Option<Box<[u64; 2]>>>,
+    /// Entries added since the last `clear`.
+    entries: usize,
     /// The sum of the Int amounts' magnitudes: at least every multiplicity of the change.
     abs_sum: u64,
 }
 
+impl std::fmt::Debug for GroupDelta {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupDelta").field("layout", &self.layout).field("entries", &self.entries).finish()
+    }
+}
+
 impl GroupDelta {
+    fn new(driver: u64, layout: Layout, groups: &[Option<Word>]) -> GroupDelta {
+        let mut offsets = Vec::new();
+        let mut n = 0;
+        for l in components(&layout) {
+            offsets.push(n);
+            n += l.words();
+        }
+        let mut d = GroupDelta {
+            driver,
+            layout,
+            roots: vec![0; n],
+            offsets,
+            store: DeltaStore::default(),
+            records: Vec::new(),
+            path: Vec::new(),
+            entries: 0,
+            abs_sum: 0,
+        };
+        for (c, l) in components(&d.layout).iter().enumerate() {
+            let at = d.offsets[c];
+            zero_into(&mut d.store, l, &mut d.roots[at..at + l.words()]);
+        }
+        // What the roots hold stays theirs: `clear` empties it in place.
+        d.store.roots = (d.store.bags.len(), d.store.maps.len());
+        // A component that is one bag or map has a record that never changes: made once here.
+        // (Other components' records are made per update in scratch memory, as their words change
+        // and the driver may keep the output change's words, which could be the record.)
+        d.records = components(&d.layout)
+            .iter()
+            .zip(groups)
+            .enumerate()
+            .map(|(c, (l, g))| match (l, g) {
+                (Layout::Bag(_) | Layout::Map(..), Some(g)) => Some(Box::new([g.0, d.roots[d.offsets[c]]])),
+                _ => None,
+            })
+            .collect();
+        d
+    }
+
     /// Adds `n` to the Int (or bag multiplicity) at `path`.
     pub fn add(&mut self, path: &[Key], n: i64) -> Result<(), String> {
         self.push(path, Leaf::Int, n as u64)?;
@@ -831,32 +882,56 @@ impl GroupDelta {
         self.push(path, Leaf::Real, x.to_bits())
     }
 
-    /// Removes every entry (the change becomes nil), keeping the buffers.
+    /// Removes every entry (the change becomes nil), keeping the tables for the next change.
     pub fn clear(&mut self) {
-        self.words.clear();
-        self.ends.clear();
+        self.store.release();
+        for (c, l) in components(&self.layout).iter().enumerate() {
+            let at = self.offsets[c];
+            zero_scalars(l, &mut self.roots[at..at + l.words()]);
+        }
+        self.entries = 0;
         self.abs_sum = 0;
     }
 
     /// No entries?
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.entries == 0
     }
 
     fn push(&mut self, path: &[Key], leaf: Leaf, amount: u64) -> Result<(), String> {
-        let start = self.words.len();
-        let r = path_words(&self.layout, path, leaf, &mut self.words);
-        if let Err(e) = r {
-            self.words.truncate(start);
-            return Err(e);
+        // A map of Int keys to bags of Ints (documents as bags of words), without the walk below.
+        if let (Layout::Map(kl, vl), [Key::Int(k), Key::Int(x)], Leaf::Int) = (&self.layout, path, leaf) {
+            if **kl == Layout::Int && matches!(&**vl, Layout::Bag(e) if **e == Layout::Int) {
+                // SAFETY: the root is the store's map of bags (`GroupDelta::new`).
+                let map = unsafe { &mut *(self.roots[0] as *mut NMap) };
+                let (slot, new) = map.slot(&[*k as u64]).map_err(|e| e.to_string())?;
+                if new {
+                    slot[0] = self.store.fresh_bag(1) as u64;
+                }
+                // SAFETY: a bag of the store.
+                unsafe { (*(slot[0] as *mut NBag)).insert(&[*x as u64], amount as i64) }.map_err(|e| e.to_string())?;
+                self.entries += 1;
+                return Ok(());
+            }
         }
-        self.words.push(amount);
-        self.ends.push(self.words.len());
+        self.path.clear();
+        path_words(&self.layout, path, leaf, &mut self.path)?;
+        self.path.push(amount);
+        let (c, e) = match &self.layout {
+            Layout::Tuple(_) => (self.path[0] as usize, &self.path[1..]),
+            _ => (0, &self.path[..]),
+        };
+        let l = &components(&self.layout)[c];
+        let at = self.offsets[c];
+        // SAFETY: `roots[at..]` holds words of `l` whose collections `store` made.
+        unsafe { add_into(&mut self.store, l, &mut self.roots[at..at + l.words()], e)? };
+        self.entries += 1;
         Ok(())
     }
 
-    /// The change's words (layout `Delta` of the input) made in `ctx`; `groups` are the canonical
-    /// groups' records of the input's components; `buf` a reused buffer.
+    /// The change's words (layout `Delta` of the input): each component's record
+    /// `[group, data words…]` made in `ctx`; `groups` are the canonical groups' records of the
+    /// input's components; `buf` a reused buffer.
     fn put(
         &self,
         ctx: &mut CallCtx,
@@ -864,32 +939,84 @@ impl GroupDelta {
         out: &mut Vec<Word>,
         buf: &mut Vec<u64>,
     ) -> Result<(), String> {
-        let (comps, tuple): (&[Layout], bool) = match &self.layout {
-            Layout::Tuple(ts) => (ts, true),
-            l => (std::slice::from_ref(l), false),
-        };
-        for (c, (l, g)) in comps.iter().zip(groups).enumerate() {
-            // The record `[group, data words…]`, built in `buf`.
+        for (c, (l, g)) in components(&self.layout).iter().zip(groups).enumerate() {
+            if let Some(r) = &self.records[c] {
+                out.push(Word::from_i64(1));
+                out.push(Word::from_ptr(r.as_ptr()));
+                continue;
+            }
+            let at = self.offsets[c];
             buf.clear();
             buf.push(g.ok_or("internal: no canonical group")?.0);
-            buf.resize(1 + l.words(), 0);
-            zero_into(ctx, l, &mut buf[1..]);
-            let mut start = 0;
-            for &end in &self.ends {
-                let e = &self.words[start..end];
-                start = end;
-                let e = match (tuple, e) {
-                    (false, e) => e,
-                    (true, [i, e @ ..]) if *i as usize == c => e,
-                    _ => continue,
-                };
-                // SAFETY: `buf[1..]` holds words of `l` made in `ctx` just now.
-                unsafe { add_into(ctx, l, &mut buf[1..], e)? };
-            }
+            buf.extend_from_slice(&self.roots[at..at + l.words()]);
             out.push(Word::from_i64(1));
             out.push(ctx.record(as_words(buf)).map_err(|e| e.to_string())?);
         }
         Ok(())
+    }
+}
+
+/// The bags and maps of a [`GroupDelta`]: those in use, and emptied ones kept for the next change.
+#[derive(Default)]
+struct DeltaStore {
+    #[allow(clippy::vec_box)]
+    bags: Vec<Box<NBag>>,
+    #[allow(clippy::vec_box)]
+    maps: Vec<Box<NMap>>,
+    #[allow(clippy::vec_box)]
+    spare_bags: Vec<Box<NBag>>,
+    #[allow(clippy::vec_box)]
+    spare_maps: Vec<Box<NMap>>,
+    /// The first this many bags and maps are the change's roots (`GroupDelta::new`): emptied in
+    /// place by `release`, never given up.
+    roots: (usize, usize),
+}
+
+impl DeltaStore {
+    /// An empty persistent bag (its pointer stays valid until [`DeltaStore::release`]).
+    fn fresh_bag(&mut self, key_words: usize) -> *mut NBag {
+        let mut b = self.spare_bags.pop().unwrap_or_default();
+        b.recycle(key_words);
+        b.set_persistent();
+        let p: *mut NBag = &mut *b;
+        self.bags.push(b);
+        p
+    }
+
+    /// An empty persistent map (as [`DeltaStore::fresh_bag`]).
+    fn fresh_map(&mut self, key_words: usize, value_words: usize) -> *mut NMap {
+        let mut m = self.spare_maps.pop().unwrap_or_default();
+        m.recycle(key_words, value_words);
+        m.set_persistent();
+        let p: *mut NMap = &mut *m;
+        self.maps.push(m);
+        p
+    }
+
+    /// Every bag and map is out of use: small ones are kept (emptied when used again).
+    fn release(&mut self) {
+        let keep = |n: usize, cap: usize| n < SPARE_TABLES && cap <= SMALL_TABLE;
+        let (rb, rm) = self.roots;
+        for b in &mut self.bags[..rb] {
+            let kw = b.key_words();
+            b.recycle(kw);
+            b.set_persistent();
+        }
+        for m in &mut self.maps[..rm] {
+            let (kw, vw) = (m.key_words(), m.value_words());
+            m.recycle(kw, vw);
+            m.set_persistent();
+        }
+        for b in self.bags.drain(rb..) {
+            if keep(self.spare_bags.len(), b.capacity()) {
+                self.spare_bags.push(b);
+            }
+        }
+        for m in self.maps.drain(rm..) {
+            if keep(self.spare_maps.len(), m.capacity()) {
+                self.spare_maps.push(m);
+            }
+        }
     }
 }
 
@@ -900,10 +1027,10 @@ enum Leaf {
 }
 
 /// The top-level components of a layout (a change of a tuple is a tuple of changes).
-fn components(l: &Layout) -> Vec<&Layout> {
+fn components(l: &Layout) -> &[Layout] {
     match l {
-        Layout::Tuple(ts) => ts.iter().collect(),
-        l => vec![l],
+        Layout::Tuple(ts) => ts,
+        l => std::slice::from_ref(l),
     }
 }
 
@@ -956,7 +1083,7 @@ fn path_words(l: &Layout, path: &[Key], leaf: Leaf, out: &mut Vec<u64>) -> Resul
 }
 
 /// Writes the zero of layout `l` into `slot` (fresh collections in `ctx`).
-fn zero_into(ctx: &mut CallCtx, l: &Layout, slot: &mut [u64]) {
+fn zero_into(ctx: &mut DeltaStore, l: &Layout, slot: &mut [u64]) {
     match l {
         Layout::Bag(e) => slot[0] = ctx.fresh_bag(e.words()) as u64,
         Layout::Map(k, v) => slot[0] = ctx.fresh_map(k.words(), v.words()) as u64,
@@ -972,11 +1099,27 @@ fn zero_into(ctx: &mut CallCtx, l: &Layout, slot: &mut [u64]) {
     }
 }
 
+/// Zeroes the numbers of `slot` (words of layout `l`), leaving its collections' pointers.
+fn zero_scalars(l: &Layout, slot: &mut [u64]) {
+    match l {
+        Layout::Bag(_) | Layout::Map(..) => {}
+        Layout::Tuple(ts) => {
+            let mut i = 0;
+            for t in ts {
+                let n = t.words();
+                zero_scalars(t, &mut slot[i..i + n]);
+                i += n;
+            }
+        }
+        _ => slot.iter_mut().for_each(|w| *w = 0),
+    }
+}
+
 /// `slot ⊕ {entry}` in place: `e` is an entry's words below `slot`'s layout `l` (`path_words`).
 ///
 /// # Safety
 /// `slot` holds words of layout `l` whose collections `ctx` made for this change.
-unsafe fn add_into(ctx: &mut CallCtx, l: &Layout, slot: &mut [u64], e: &[u64]) -> Result<(), String> {
+unsafe fn add_into(ctx: &mut DeltaStore, l: &Layout, slot: &mut [u64], e: &[u64]) -> Result<(), String> {
     match l {
         Layout::Int => slot[0] = (slot[0] as i64).wrapping_add(e[0] as i64) as u64,
         Layout::Real => slot[0] = (f64::from_bits(slot[0]) + f64::from_bits(e[0])).to_bits(),
@@ -1276,6 +1419,36 @@ unsafe fn group_apply(state: &mut CallCtx, l: &Layout, g: Word, slot: &mut [Word
             let inner = Word(*gp.add(1));
             let dst = &mut *slot[0].as_ptr::<NMap>();
             let src = native::map_ref(d[0]);
+            if **vl == Layout::Int && *inner.as_ptr::<u64>() == 0 {
+                // `intGroup` values: wrapping sums, a key at zero unbound, no garbage. Same
+                // widths by typing: cannot fail.
+                let _ = dst.add_ints(src);
+                return;
+            }
+            if matches!(**vl, Layout::Bag(_)) && *inner.as_ptr::<u64>() == 2 {
+                // `bagGroup` values (documents as bags): each changed bag added in place, an
+                // emptied one unbound (garbage), a new one copied in.
+                for (k, v) in src.entries() {
+                    let add = native::bag_ref(Word(v[0]));
+                    match dst.get_mut(k) {
+                        Some(cur) => {
+                            let bag = &mut *(cur[0] as *mut NBag);
+                            // Same key width by typing, multiplicities checked by `commit_fits`.
+                            let _ = bag.add_scaled(add, 1);
+                            if bag.is_empty() {
+                                garbage.collections += 1;
+                                dst.remove(k);
+                            }
+                        }
+                        None if add.is_empty() => {}
+                        None => {
+                            let copied = copy_into(state, vl, as_words(v));
+                            let _ = dst.set(k, raw(&copied));
+                        }
+                    }
+                }
+                return;
+            }
             // Keys in any order: each key's update is independent (builtin groups commute).
             for (k, v) in src.entries() {
                 let dv = as_words(v);
@@ -1315,6 +1488,24 @@ unsafe fn group_apply(state: &mut CallCtx, l: &Layout, g: Word, slot: &mut [Word
 /// # Safety
 /// `change` must be live change words for that layout.
 unsafe fn refers_to_state(l: &Layout, change: &[Word]) -> bool {
+    // The common case first: a change of one bag, or of one map whose values hold no collections
+    // (the histogram's `Map Int Int`): only that collection can be the state's.
+    if let (Layout::Delta(t), [kind, payload]) = (l, change) {
+        let flat = match &**t {
+            Layout::Bag(_) => Some(true),
+            Layout::Map(_, vl) if !holds_collections(vl) => Some(false),
+            _ => None,
+        };
+        if let Some(bag) = flat {
+            let skip = usize::from(kind.as_i64() != 0);
+            let w = *payload.as_ptr::<u64>().add(skip);
+            return if bag {
+                native::bag_ref(Word(w)).is_persistent()
+            } else {
+                native::map_ref(Word(w)).is_persistent()
+            };
+        }
+    }
     unsafe fn value(l: &Layout, ws: &[Word], i: &mut usize) -> bool {
         match l {
             Layout::Tuple(ts) => {

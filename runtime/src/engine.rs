@@ -218,11 +218,17 @@ impl Layout {
         match self {
             Layout::Int | Layout::Real | Layout::Bool => 1,
             Layout::Unit => 0,
-            Layout::Tuple(ts) => ts.iter().map(Layout::words).sum(),
+            // (Out of line: the common cases above inline to a few instructions.)
+            Layout::Tuple(ts) => tuple_words(ts),
             Layout::Array(_) | Layout::Bag(_) | Layout::Map(..) | Layout::Group(_) => 1,
             Layout::Fun | Layout::Delta(_) => 2,
         }
     }
+}
+
+#[inline(never)]
+fn tuple_words(ts: &[Layout]) -> usize {
+    ts.iter().map(Layout::words).sum()
 }
 
 /// A compiled program: its machine code, entry points and what is needed to report its errors.

@@ -31,6 +31,11 @@ const PROGRAMS: &[(&str, &str)] = &[
     ("map of maps", "def main = foldBag (mapGroup (mapGroup intGroup)) (fun w -> singletonMap (w % 2) (singletonMap w 1)) bag{1, 2, 3, 1 # -1}"),
     ("key read back", "def main = let m = foldBag (mapGroup intGroup) (fun w -> singletonMap w (w * w)) bag{1, 2, 3 # 2} in (m, foldMap intGroup intGroup (fun k v -> k + v) m)"),
     ("histogram", "def main = foldMap bagGroup (mapGroup intGroup) (fun k b -> singletonMap k (foldBag intGroup (fun n -> n) b)) (foldBag (mapGroup bagGroup) (fun (k, v) -> singletonMap k (singleton v)) bag{(1, 1), (2, 1) # 3, (1, 1) # -1, (3, 1)})"),
+    // A fold of folds into one `mapGroup intGroup` (the fused word count's change): the inner
+    // maps are never built (`opt::maps`' accumulator fusion); counts cancel across documents.
+    ("nested folds", "def main = foldMap bagGroup (mapGroup intGroup) (fun k b -> foldBag (mapGroup intGroup) (fun w -> singletonMap w 1) b) map{1 -> bag{1, 2 # 3}, 2 -> bag{2 # -3, 5}, 3 -> bag{7 # -1}, 4 -> bag{7}}"),
+    // The outer fold scales each inner map by a multiplicity; sums wrap.
+    ("nested folds scaled", "def main = foldBag (mapGroup intGroup) (fun (a, b) -> foldMap intGroup (mapGroup intGroup) (fun k v -> singletonMap (k + a) (v * b)) map{1 -> 2, 2 -> -1}) bag{(0, 1) # 2, (1, 3) # -1, (5, 4611686018427387904) # 2, (1, 1) # 3}"),
 ];
 
 #[test]
@@ -61,6 +66,24 @@ fn map_group_folds_reach_their_cases() {
     assert!(outcome(PROGRAMS[10].1).is_err());
     assert_eq!(value(PROGRAMS[12].1), "map{0 -> 4}");
     assert_eq!(value(PROGRAMS[18].1), "map{2 -> 3, 3 -> 1}");
+    assert_eq!(value(PROGRAMS[19].1), "map{1 -> 1, 5 -> 1}");
+}
+
+/// A fold of folds into one `mapGroup intGroup` makes no map per inner fold: each inner fold's
+/// keyed additions go into the accumulator directly.
+#[test]
+fn inner_int_maps_of_a_fold_of_folds_are_never_built() {
+    for i in [19, 20] {
+        let src = PROGRAMS[i].1;
+        let text = frontend::with_big_stack(move || {
+            let (_, mono) = runtime::prepare(src, "main").expect("checks");
+            runtime::engine::ir_text(&mono, true).expect("lowers")
+        });
+        let calls = |name: &str| text.matches(&format!("call ${name}(")).count();
+        // (Unfused, each inner map would be added into the accumulator by `nabla_map_add_scaled`.)
+        assert_eq!(calls("nabla_map_add_scaled"), 0, "{}: {text}", PROGRAMS[i].0);
+        assert!(calls("nabla_map_add_scaled_key") >= 1, "{}: {text}", PROGRAMS[i].0);
+    }
 }
 
 /// The optimised IR of the word-count step: no scaled copy, no singleton map.

@@ -64,7 +64,7 @@ impl Names {
 }
 
 /// Where an instruction is: block and index in it.
-type Pos = (Block, usize);
+pub(super) type Pos = (Block, usize);
 
 /// Fuses every fusable fresh bag of `func`; true if anything changed.
 pub(super) fn fuse(module: &mut Module, func: &mut Function) -> bool {
@@ -214,7 +214,7 @@ fn find(names: &Names, func: &Function) -> Option<Plan> {
 /// The instructions strictly between a creation and an addition, when every path from the
 /// creation reaches the addition (or fails) and the addition cannot run again without a new
 /// creation first.
-struct Region {
+pub(super) struct Region {
     /// Whole blocks.
     blocks: FxHashSet<Block>,
     /// The creation's block from this index on (exclusive of the creation).
@@ -224,7 +224,7 @@ struct Region {
 }
 
 impl Region {
-    fn contains(&self, (b, i): Pos) -> bool {
+    pub(super) fn contains(&self, (b, i): Pos) -> bool {
         if self.first.0 == self.last.0 {
             return b == self.first.0 && i > self.first.1 && i < self.last.1;
         }
@@ -232,7 +232,7 @@ impl Region {
     }
 }
 
-fn region(func: &Function, new: Pos, add: Pos) -> Option<Region> {
+pub(super) fn region(func: &Function, new: Pos, add: Pos) -> Option<Region> {
     let (x, y) = (new.0, add.0);
     let ends_with_return = |b: Block| matches!(func.terminator(b), Some(Op::Return(_)));
     if x == y {

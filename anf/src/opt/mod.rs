@@ -160,6 +160,11 @@ fn run<E>(
         let fused = maps::fuse(module, &mut func);
         module.funcs[f] = func;
         check(module, "singleton-map fusion", f)?;
+        let placeholder = crate::ir::Function::empty("", Default::default());
+        let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
+        let fused = maps::fuse_accumulators(module, &mut func) | fused;
+        module.funcs[f] = func;
+        check(module, "map-accumulator fusion", f)?;
         if fused {
             simplify::simplify_function(module, f, &facts);
             check(module, "simplification", f)?;

@@ -1014,3 +1014,106 @@ fn singleton_maps_whose_slots_change_or_that_are_read_are_built() {
     let out = opt(&read);
     assert_eq!(count(&out, "main", "map_add_scaled(v"), 1, "{out}");
 }
+
+/// `foldMap bagGroup (mapGroup intGroup) (fun _ b -> foldBag (mapGroup intGroup) (fun x ->
+/// singletonMap x 1) b) m` after singleton-map fusion: a map per entry of `m`, filled by keyed
+/// additions and added once, scaled by `SCALE`, into the accumulator.
+fn nested_map_fold(scale: &str, extra: &str) -> String {
+    nested_map_fold_returning(scale, extra, "v2")
+}
+
+fn nested_map_fold_returning(scale: &str, extra: &str, ret: &str) -> String {
+    format!(
+        "\
+extern fallible $nabla_map_new(i64, i64) -> ptr
+extern fallible $nabla_map_entries(ptr) -> ptr
+extern fallible $nabla_bag_entries_unordered(ptr) -> ptr
+extern fallible $nabla_map_add_scaled(ptr, ptr, i64, i64, i64) -> ()
+extern fallible $nabla_map_add_scaled_key(ptr, ptr, ptr, i64, i64, i64) -> ()
+extern $nabla_map_len(ptr) -> i64
+
+fn @main(ptr, i64) -> ptr {{
+b0(v0: ptr, v20: i64):
+    v1 = iconst 1
+    v2 = call $nabla_map_new(v1, v1)
+    v3 = call $nabla_map_entries(v0)
+    v4 = arraylen v3
+    v5 = iconst 0
+    jump b1(v5)
+b1(v6: i64):
+    v7 = icmp lt v6, v4
+    brif v7, b2, b3
+b2:
+    v8 = elemaddr v3, v6, 16
+    v9 = load.ptr v8+8
+    v10 = call $nabla_map_new(v1, v1)
+    v11 = call $nabla_bag_entries_unordered(v9)
+    v12 = arraylen v11
+    jump b4(v5)
+b3:
+    return {ret}
+b4(v13: i64):
+    v14 = icmp lt v13, v12
+    brif v14, b5, b6
+b5:
+    v15 = elemaddr v11, v13, 16
+    v16 = load.i64 v15+0
+    v17 = load.i64 v15+8
+    v18 = alloc 8
+    store v16, v18+0
+    v19 = alloc 8
+    store v1, v19+0
+    v21 = iconst 0
+    v22 = iconst 5
+    call $nabla_map_add_scaled_key(v10, v18, v19, v17, v21, v22)
+    v23 = iadd v13, v1
+    jump b4(v23)
+b6:
+{extra}    v24 = iconst 0
+    v25 = iconst 6
+    call $nabla_map_add_scaled(v2, v10, {scale}, v24, v25)
+    v26 = iadd v6, v1
+    jump b1(v26)
+}}
+"
+    )
+}
+
+#[test]
+fn int_maps_added_once_into_an_accumulator_are_never_built() {
+    let out = opt(&nested_map_fold("v1", ""));
+    // Only the accumulator is made; each keyed addition goes into it directly.
+    assert_eq!(count(&out, "main", "map_new"), 1, "{out}");
+    assert_eq!(count(&out, "main", "map_add_scaled("), 0, "{out}");
+    assert_eq!(count(&out, "main", "map_add_scaled_key(v"), 1, "{out}");
+    assert_eq!(count(&out, "main", "imul"), 0, "{out}");
+    // A scale other than 1 multiplies each amount (wrapping, as the unfused additions do).
+    let out = opt(&nested_map_fold("v20", ""));
+    assert_eq!(count(&out, "main", "map_new"), 1, "{out}");
+    assert_eq!(count(&out, "main", "imul"), 1, "{out}");
+    let out = opt(&nested_map_fold("v30", "    v30 = iconst 3\n"));
+    assert_eq!(count(&out, "main", "map_new"), 1, "{out}");
+    assert_eq!(count(&out, "main", "imul"), 1, "{out}");
+}
+
+/// The accumulator is read between the inner map's creation and its addition, the group is not
+/// `intGroup`, or the accumulator escapes before the loop: the inner map is built.
+#[test]
+fn map_accumulators_read_meanwhile_or_in_other_groups_are_kept() {
+    let read = nested_map_fold("v31", "    v31 = call $nabla_map_len(v2)\n");
+    let out = opt(&read);
+    assert_eq!(count(&out, "main", "map_new"), 2, "{out}");
+    let real = nested_map_fold("v1", "").replace("    v24 = iconst 0\n", "    v24 = iconst 1\n");
+    let out = opt(&real);
+    assert_eq!(count(&out, "main", "map_new"), 2, "{out}");
+    let inner_real = nested_map_fold("v1", "").replace("    v21 = iconst 0\n", "    v21 = iconst 2\n");
+    let out = opt(&inner_real);
+    assert_eq!(count(&out, "main", "map_new"), 2, "{out}");
+    // Stored before the loop (an alias could read it meanwhile).
+    let escapes = nested_map_fold_returning("v1", "", "v40").replace(
+        "    v3 = call $nabla_map_entries(v0)\n",
+        "    v3 = call $nabla_map_entries(v0)\n    v40 = alloc 8\n    store v2, v40+0\n",
+    );
+    let out = opt(&escapes);
+    assert_eq!(count(&out, "main", "map_new"), 2, "{out}");
+}

@@ -100,6 +100,7 @@ impl Arena {
 
     /// Allocates `bytes` (rounded up to 8) from the header's cursor, taking a new chunk when the
     /// current one is full. `None` when the limit or the system refuses.
+    #[inline]
     pub fn alloc(&mut self, header: &mut CtxHeader, bytes: usize) -> Option<*mut u8> {
         let bytes = bytes.checked_add(7)? & !7;
         let avail = (header.alloc_end as usize).wrapping_sub(header.alloc_ptr as usize);
@@ -109,6 +110,12 @@ impl Arena {
             header.alloc_ptr = unsafe { p.add(bytes) };
             return Some(p);
         }
+        self.alloc_chunk(header, bytes)
+    }
+
+    /// [`Arena::alloc`] when the current chunk is full (`bytes` rounded already).
+    #[inline(never)]
+    fn alloc_chunk(&mut self, header: &mut CtxHeader, bytes: usize) -> Option<*mut u8> {
         let chunk = match self.spares.iter().position(|c| c.size >= bytes) {
             Some(i) => self.spares.swap_remove(i),
             None => {
@@ -248,6 +255,21 @@ impl Arena {
     /// Forgets every allocation; keeps the largest chunk (zeroed again is not needed: the IR
     /// initialises what it allocates) and points the cursor at its start.
     pub fn reset(&mut self, header: &mut CtxHeader) {
+        // The common case (a call that fit in one chunk): back to its start.
+        if let ([c], true, true) = (&self.chunks[..], self.spares.is_empty(), self.graveyard.is_empty()) {
+            self.reserved = c.size;
+            header.alloc_ptr = c.ptr;
+            // SAFETY: one past the end of the chunk.
+            header.alloc_end = unsafe { c.ptr.add(c.size) };
+            return;
+        }
+        if self.chunks.is_empty() && self.spares.is_empty() && self.graveyard.is_empty() {
+            // (A side arena no loop used.)
+            self.reserved = 0;
+            header.alloc_ptr = std::ptr::null_mut();
+            header.alloc_end = std::ptr::null_mut();
+            return;
+        }
         self.chunks.append(&mut self.spares);
         self.graveyard.clear();
         if let Some(i) = (0..self.chunks.len()).max_by_key(|&i| self.chunks[i].size) {

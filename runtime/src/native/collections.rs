@@ -153,13 +153,15 @@ impl Hash for Short {
 
 /// A multiset with signed multiplicities over keys of `key_words` words.
 ///
-/// Keys of up to [`INLINE`] words (every `Int`, `Bool` and pair of them) live in a table of
-/// fixed-size keys; wider keys are boxed. The sorted entry array compiled code folds over is
+/// One-word keys (every `Int` and `Bool`) live in a table of plain words; keys of none or two
+/// words (pairs of them) in a table of fixed-size keys; wider keys are boxed. The sorted entry array compiled code folds over is
 /// cached until the bag changes (see [`Bag::cached_entries`]).
 #[derive(Clone, Debug, Default)]
 pub struct Bag {
     key_words: usize,
     short: FxHashMap<Short, i64>,
+    /// Keys of one word (every `Bag Int`): plain words, one multiply to hash, 16 bytes an entry.
+    narrow: FxHashMap<u64, i64>,
     wide: FxHashMap<Box<[u64]>, i64>,
     /// The arena array `nabla_bag_entries` last made for this bag, while the bag is unchanged
     /// (the array itself is immutable and lives as long as the bag: both go at `reset`).
@@ -173,7 +175,10 @@ pub struct Bag {
 
 impl PartialEq for Bag {
     fn eq(&self, other: &Bag) -> bool {
-        self.key_words == other.key_words && self.short == other.short && self.wide == other.wide
+        self.key_words == other.key_words
+            && self.short == other.short
+            && self.narrow == other.narrow
+            && self.wide == other.wide
     }
 }
 
@@ -186,6 +191,11 @@ impl Bag {
     }
 
     /// Are this bag's keys stored as [`Short`]s?
+    fn is_narrow(&self) -> bool {
+        self.key_words == 1
+    }
+
+    /// Are this bag's keys of two or no words (stored as [`Short`]s)?
     fn is_short(&self) -> bool {
         self.key_words <= INLINE
     }
@@ -197,7 +207,7 @@ impl Bag {
 
     /// Number of keys with a nonzero multiplicity.
     pub fn len(&self) -> usize {
-        self.short.len() + self.wide.len()
+        self.short.len() + self.narrow.len() + self.wide.len()
     }
 
     /// Is every multiplicity zero?
@@ -207,7 +217,7 @@ impl Bag {
 
     /// Entries the bag's tables have room for.
     pub fn capacity(&self) -> usize {
-        self.short.capacity() + self.wide.capacity()
+        self.short.capacity() + self.narrow.capacity() + self.wide.capacity()
     }
 
     /// The multiplicity of `key` (0 when absent).
@@ -215,7 +225,11 @@ impl Bag {
         if key.len() != self.key_words {
             return 0;
         }
-        let found = if self.is_short() { self.short.get(&Short::of(key)) } else { self.wide.get(key) };
+        let found = match key {
+            [k] => self.narrow.get(k),
+            _ if self.is_short() => self.short.get(&Short::of(key)),
+            _ => self.wide.get(key),
+        };
         found.copied().unwrap_or(0)
     }
 
@@ -230,7 +244,9 @@ impl Bag {
         }
         self.entries_cache = None;
         self.unordered_cache = None;
-        if self.is_short() {
+        if let [k] = key {
+            add_count(&mut self.narrow, *k, mult)?;
+        } else if self.is_short() {
             add_count(&mut self.short, Short::of(key), mult)?;
         } else {
             match self.wide.get_mut(key) {
@@ -269,7 +285,13 @@ impl Bag {
         }
         self.entries_cache = None;
         self.unordered_cache = None;
-        if self.is_short() {
+        if self.is_narrow() {
+            self.narrow.reserve(src.narrow.len());
+            for (k, n) in &src.narrow {
+                add_count(&mut self.narrow, *k, n.checked_mul(m).ok_or(CollectionError::Overflow)?)?;
+            }
+            Ok(())
+        } else if self.is_short() {
             self.short.reserve(src.short.len());
             for (k, n) in &src.short {
                 add_count(&mut self.short, *k, n.checked_mul(m).ok_or(CollectionError::Overflow)?)?;
@@ -302,6 +324,7 @@ impl Bag {
         }
         let times = |n: &i64| n.checked_mul(m).ok_or(CollectionError::Overflow);
         out.short = self.short.iter().map(|(k, n)| Ok((*k, times(n)?))).collect::<Result<_, _>>()?;
+        out.narrow = self.narrow.iter().map(|(k, n)| Ok((*k, times(n)?))).collect::<Result<_, _>>()?;
         out.wide = self.wide.iter().map(|(k, n)| Ok((k.clone(), times(n)?))).collect::<Result<_, _>>()?;
         Ok(out)
     }
@@ -309,7 +332,12 @@ impl Bag {
     /// `(key, multiplicity)` pairs in no particular order.
     pub fn entries(&self) -> impl Iterator<Item = (&[u64], i64)> + '_ {
         let kw = self.key_words.min(INLINE);
-        self.short.iter().map(move |(k, m)| (&k.0[..kw], *m)).chain(self.wide.iter().map(|(k, m)| (&k[..], *m)))
+        let narrow = self.narrow.iter().map(|(k, m)| (std::slice::from_ref(k), *m));
+        self.short
+            .iter()
+            .map(move |(k, m)| (&k.0[..kw], *m))
+            .chain(narrow)
+            .chain(self.wide.iter().map(|(k, m)| (&k[..], *m)))
     }
 
     /// `(key, multiplicity)` pairs sorted by key.
@@ -328,7 +356,11 @@ impl Bag {
             // Integer keys sort by radix, much cheaper than comparing key slices.
             let es = &mut scratch.records;
             es.clear();
-            es.extend(self.short.iter().map(|(k, m)| [k.0[0] ^ SIGN, k.0[1] ^ SIGN, *m as u64]));
+            if self.is_narrow() {
+                es.extend(self.narrow.iter().map(|(k, m)| [k ^ SIGN, SIGN, *m as u64]));
+            } else {
+                es.extend(self.short.iter().map(|(k, m)| [k.0[0] ^ SIGN, k.0[1] ^ SIGN, *m as u64]));
+            }
             sort_short_keys(es, &mut scratch.buffer);
             // By width: a variable-length copy would be a call to `memcpy` per record.
             let records = es.iter().copied();
@@ -356,6 +388,7 @@ impl Bag {
     pub fn recycle(&mut self, key_words: usize) {
         self.key_words = key_words;
         self.short.clear();
+        self.narrow.clear();
         self.wide.clear();
         self.persistent = false;
         self.entries_cache = None;
@@ -407,14 +440,15 @@ impl Bag {
     /// (which has room for `len() * (key_words + 1)` words).
     pub fn write_records(&self, out: &mut [u64]) {
         let kw = self.key_words;
-        if self.is_short() {
+        if self.is_narrow() {
+            out.chunks_exact_mut(2).zip(&self.narrow).for_each(|(r, (k, m))| {
+                r[0] = *k;
+                r[1] = *m as u64;
+            });
+        } else if self.is_short() {
             let records = self.short.iter();
             match kw {
                 0 => out.iter_mut().zip(records).for_each(|(w, (_, m))| *w = *m as u64),
-                1 => out.chunks_exact_mut(2).zip(records).for_each(|(r, (k, m))| {
-                    r[0] = k.0[0];
-                    r[1] = *m as u64;
-                }),
                 _ => out.chunks_exact_mut(3).zip(records).for_each(|(r, (k, m))| {
                     r[0] = k.0[0];
                     r[1] = k.0[1];
@@ -493,7 +527,7 @@ fn sort_short_keys(es: &mut [[u64; 3]], buf: &mut Vec<[u64; 3]>) {
 }
 
 /// Adds `mult` to `key`'s count, dropping it at zero; a sum out of Int's range is an overflow.
-fn add_count(map: &mut FxHashMap<Short, i64>, key: Short, mult: i64) -> Result<(), CollectionError> {
+fn add_count<K: Hash + Eq>(map: &mut FxHashMap<K, i64>, key: K, mult: i64) -> Result<(), CollectionError> {
     if mult == 0 {
         return Ok(());
     }
@@ -597,7 +631,11 @@ impl Map {
             r[..kw].copy_from_slice(k);
             r[kw..].copy_from_slice(v);
         };
-        if self.len() <= 1 {
+        if self.is_narrow() && self.len() <= 1 {
+            if let (Some((k, v)), [a, b, ..]) = (self.narrow.iter().next(), out) {
+                (*a, *b) = (*k, *v);
+            }
+        } else if self.len() <= 1 {
             for (r, (k, v)) in out.chunks_exact_mut(rec).zip(self.entries()) {
                 write(r, k, v);
             }
@@ -714,6 +752,74 @@ impl Map {
                 (e.insert(v).as_mut_slice(), true)
             }
         })
+    }
+
+    /// Adds `n` (wrapping, as Int arithmetic) to the one-word value at `key`, an unbound key
+    /// counting as zero; the key is unbound if the sum is zero. One probe for one-word maps.
+    pub fn add_int(&mut self, key: &[u64], n: u64) -> Result<(), CollectionError> {
+        if self.value_words != 1 {
+            return Err(CollectionError::WidthMismatch { expected: 1, found: self.value_words });
+        }
+        if let ([k], true) = (key, self.is_narrow()) {
+            match self.narrow.entry(*k) {
+                std::collections::hash_map::Entry::Occupied(mut e) => {
+                    let sum = e.get().wrapping_add(n);
+                    if sum == 0 {
+                        e.remove();
+                    } else {
+                        *e.get_mut() = sum;
+                    }
+                }
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    if n != 0 {
+                        e.insert(n);
+                    }
+                }
+            }
+            return Ok(());
+        }
+        let (cur, _) = self.slot(key)?;
+        let sum = cur[0].wrapping_add(n);
+        cur[0] = sum;
+        if sum == 0 {
+            self.remove(key);
+        }
+        Ok(())
+    }
+
+    /// `self ⊕ src` in `mapGroup intGroup`, in place: each value of `src` is added (wrapping, as
+    /// Int arithmetic) to the value at its key, an unbound key counting as zero; a key whose sum
+    /// is zero is unbound. Both maps must hold one-word values and keys of one width.
+    pub fn add_ints(&mut self, src: &Map) -> Result<(), CollectionError> {
+        if src.key_words != self.key_words || src.value_words != 1 || self.value_words != 1 {
+            let found = if src.key_words != self.key_words { src.key_words } else { src.value_words };
+            return Err(CollectionError::WidthMismatch { expected: self.key_words, found });
+        }
+        if self.is_narrow() {
+            // One probe per key of `src` (same widths: `src` is narrow too).
+            for (&k, &v) in &src.narrow {
+                match self.narrow.entry(k) {
+                    std::collections::hash_map::Entry::Occupied(mut e) => {
+                        let n = e.get().wrapping_add(v);
+                        if n == 0 {
+                            e.remove();
+                        } else {
+                            *e.get_mut() = n;
+                        }
+                    }
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        if v != 0 {
+                            e.insert(v);
+                        }
+                    }
+                }
+            }
+            return Ok(());
+        }
+        for (k, v) in src.entries() {
+            self.add_int(k, v[0])?;
+        }
+        Ok(())
     }
 
     /// Empties the map for reuse with the given widths, keeping its tables' capacity.

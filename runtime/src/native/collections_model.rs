@@ -363,3 +363,73 @@ fn one_word_maps_agree_with_a_model_through_slots_records_and_recycling() {
         }
     }
 }
+
+#[test]
+fn int_maps_add_in_place_as_the_model_adds() {
+    // `Map::add_ints` (the driver's commit of a `mapGroup intGroup` change): one-word keys take
+    // the narrow table's path, wider keys the general one; sums wrap, zero sums unbind.
+    let mut rng = Rng(23);
+    for kw in [1usize, 2, 3] {
+        for round in 0..40 {
+            let mut pair: Vec<(Map, BTreeMap<Vec<i64>, u64>)> = Vec::new();
+            for _ in 0..2 {
+                let mut map = Map::new(kw, 1);
+                let mut model = BTreeMap::new();
+                for _ in 0..rng.int(0, 60) {
+                    let k: Vec<i64> = (0..kw).map(|_| rng.int(-6, 6)).collect();
+                    // Values near the ends of Int's range too, so sums wrap.
+                    let v = match rng.int(0, 4) {
+                        0 => i64::MAX - rng.int(0, 2),
+                        1 => i64::MIN + rng.int(0, 2),
+                        _ => rng.int(-3, 3),
+                    } as u64;
+                    if v == 0 {
+                        continue;
+                    }
+                    map.set(&words(&k), &[v]).unwrap();
+                    model.insert(k, v);
+                }
+                pair.push((map, model));
+            }
+            let (src, src_model) = pair.pop().unwrap();
+            let (mut dst, mut want) = pair.pop().unwrap();
+            // Cancel some keys exactly.
+            for (k, v) in src_model.iter().filter(|_| rng.int(0, 3) == 0) {
+                dst.set(&words(k), &[v.wrapping_neg()]).unwrap();
+                want.insert(k.clone(), v.wrapping_neg());
+            }
+            for (k, v) in &src_model {
+                let n = want.get(k).copied().unwrap_or(0).wrapping_add(*v);
+                if n == 0 {
+                    want.remove(k);
+                } else {
+                    want.insert(k.clone(), n);
+                }
+            }
+            // Entry by entry (`add_int`, what a fold's keyed addition does) gives the same map.
+            let mut by_key = dst.clone();
+            for (k, v) in &src_model {
+                by_key.add_int(&words(k), *v).unwrap();
+            }
+            let got: BTreeMap<Vec<i64>, u64> = by_key.entries().map(|(k, v)| (signed(k), v[0])).collect();
+            assert_eq!(got, want, "width {kw}, round {round}: add_int");
+            dst.add_ints(&src).unwrap();
+            let got: BTreeMap<Vec<i64>, u64> = dst.entries().map(|(k, v)| (signed(k), v[0])).collect();
+            assert_eq!(got, want, "width {kw}, round {round}");
+            assert_eq!(dst.len(), want.len(), "width {kw}, round {round}: len");
+        }
+        // Records of an empty and a one-key map (the one-word table's short path for these).
+        let mut one = Map::new(kw, 1);
+        let mut out = vec![9u64; kw + 1];
+        one.write_sorted_records(&mut out[..0], &mut SortScratch::default());
+        let k: Vec<u64> = (0..kw).map(|i| (i as i64 - 1) as u64).collect();
+        one.set(&k, &[5]).unwrap();
+        one.write_sorted_records(&mut out, &mut SortScratch::default());
+        assert_eq!(out, [k.clone(), vec![5]].concat(), "width {kw}: one record");
+        // Widths must agree.
+        assert!(Map::new(kw, 1).add_ints(&Map::new(kw + 1, 1)).is_err());
+        assert!(Map::new(kw, 1).add_ints(&Map::new(kw, 2)).is_err());
+        assert!(Map::new(kw, 2).add_int(&vec![0; kw], 1).is_err());
+        assert!(Map::new(kw, 1).add_int(&vec![0; kw + 1], 1).is_err());
+    }
+}

@@ -555,7 +555,13 @@ impl CallCtx {
     }
 
     /// Remembers that `bag` cached an entry array in the arena (see `cached_bags`).
+    /// A persistent bag (an incremental driver's state or change) never caches one, and may be
+    /// gone by the next reset: it is not remembered.
     pub(crate) fn note_cached(&mut self, bag: *mut Bag) {
+        // SAFETY: the caller's bag is alive now.
+        if unsafe { (*bag).is_persistent() } {
+            return;
+        }
         self.cached_bags.push(bag);
     }
 

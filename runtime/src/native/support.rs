@@ -427,11 +427,8 @@ unsafe fn map_add_scaled_at(
             if s == 0 {
                 return Ok(());
             }
-            // (An unbound key's slot is zero.)
-            let (cur, _) = dst.slot(k)?;
-            let n = (cur[0] as i64).wrapping_add(s);
-            cur[0] = n as u64;
-            n == 0
+            // (An unbound key counts as zero; a zero sum unbinds it.)
+            return Ok(dst.add_int(k, s as u64)?);
         }
         // `realGroup`: `v · toReal m`, then `+` (one key's sum: no reassociation).
         1 => {
@@ -541,8 +538,12 @@ pub unsafe extern "C" fn nabla_map_add_scaled_key(
 ) {
     guard(ctx, (), |cx| {
         let d = &mut *dst;
-        one_word_values(d)?;
         let k = words(key, d.key_words());
+        if kind == 0 {
+            // `intGroup` (the common case: counts): one probe, wrapping, cannot fail.
+            return Ok(d.add_int(k, (*value as i64).wrapping_mul(m) as u64)?);
+        }
+        one_word_values(d)?;
         map_add_scaled_at(cx, d, k, *value, m, kind, site)
     })
 }
