@@ -113,6 +113,14 @@ impl<'p> Cx<'p> {
 pub fn derive(e: &E, cx: &mut Cx) -> Result<E, Diagnostic> {
     let span = e.span;
     let dty = Type::delta(&e.ty);
+    if reverse_mode(e) {
+        // A derivative of reverse mode (`grad f x`, `pullback f w`, …) has no rule of its own:
+        // recomputed at the updated inputs. Deriving its arguments instead would update the
+        // differentiated function pointwise (`f ⊕ df = λv. f v ⊕ df v 0_v`, Def. 2.7), whose
+        // change depends on the point and would be frozen by the pullback's rule ⊕.
+        let new = updated(e, cx)?;
+        return Ok(ominus(new, base(e, cx), span));
+    }
     Ok(match &e.kind {
         // ILC Fig. 4g: Derive(x) = dx
         ExprKind::Var(n, VarRef::Local(x)) => {
@@ -192,6 +200,19 @@ pub fn derive(e: &E, cx: &mut Cx) -> Result<E, Diagnostic> {
             return Err(Diagnostic::error(span, "internal: Derive met a term of the pullback semantics"))
         }
     })
+}
+
+/// A call of reverse mode: a pullback, or a saturated reverse-mode builtin (`grad f x`, …).
+fn reverse_mode(e: &E) -> bool {
+    match &e.kind {
+        ExprKind::Pullback(..) => true,
+        ExprKind::App(..) => {
+            let (h, args) = anf::anormal::spine(e);
+            matches!(&h.kind, ExprKind::Var(_, VarRef::Builtin(b))
+                if crate::reverse::is_reverse_builtin(*b) && args.len() == b.arity())
+        }
+        _ => false,
+    }
 }
 
 /// `dx` for `x`.

@@ -323,7 +323,7 @@ pub fn uses_reverse_mode(mono: &MonoProgram) -> bool {
     mono.defs.iter().any(|d| uses_reverse_mode_in(&d.body))
 }
 
-fn is_reverse_builtin(b: Builtin) -> bool {
+pub(crate) fn is_reverse_builtin(b: Builtin) -> bool {
     use Builtin as B;
     matches!(b, B::Star | B::Unstar | B::Omega | B::Jac | B::Grad | B::Vjp | B::Jacobian)
 }
