@@ -363,8 +363,8 @@ fn fold_fusion_substitutes_only_what_it_neither_duplicates_nor_drops() {
     expect!["λb db. foldBag' intGroup (λx. let y = toReal (x * 2) * 3.0 in toInt (((λv. y * v)*·1.0*) 1.0)) _ db"]
         .assert_eq(&chain("fun x -> let y = toReal x * 3.0 in toInt ((dual (fun v -> y * v) (star 1.0)) 1.0)"));
     // Used once but under a λ: stays bound.
-    expect!["λm dm. foldMap' intGroup (mapGroup intGroup) (λk v. (let k = k + 1 in λv. singletonMap v k) v) _ dm"].assert_eq(&fused(
-        "def f (m : Map Int Int) : Map Int Int = foldMap intGroup (mapGroup intGroup) (fun k v -> singletonMap v k) (foldMap intGroup (mapGroup intGroup) (fun k v -> singletonMap (k + 1) v) m)",
+    expect!["λm dm. foldMap' intGroup (mapGroup intGroup) (λk v. (let k = k + 1 in λv. singletonMap (k * 2) (v * 3)) v) _ dm"].assert_eq(&fused(
+        "def f (m : Map Int Int) : Map Int Int = foldMap intGroup (mapGroup intGroup) (fun k v -> singletonMap (k * 2) (v * 3)) (foldMap intGroup (mapGroup intGroup) (fun k v -> singletonMap (k + 1) v) m)",
     ));
     // Ignored components: a literal goes, a division that may fail stays (as a tuple component
     // split from its pattern, and as an argument to an ignored parameter).
