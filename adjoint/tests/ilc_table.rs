@@ -283,12 +283,6 @@ fn canonical_groups_zeros_and_nil_constants() {
 /// 1`), while Real groups and a user's group are left alone.
 #[test]
 fn fold_chains_fuse_into_one_fold_of_the_change() {
-    let fused = |src: &str| {
-        let m = mono(src, "f");
-        let d = derive_definition(&m, m.root()).unwrap();
-        let mut cx = adjoint::incremental::Cx::new(&m, d.next_local);
-        expr(&adjoint::incremental::fuse(&d.fast, &mut cx), Mode::Paper)
-    };
     let histogram = "
 def mapReduce g1 g3 mapper reducer input =
   let mapPerKey    = foldMap g1 bagGroup mapper in
@@ -308,5 +302,76 @@ def f (input : Map Int (Bag Int)) : Map Int Int =
     // Real sums would be reassociated: not fused.
     expect!["λb db. foldBag' (mapGroup realGroup) (λ⟨k, v⟩. singletonMap k (toReal v)) _ (foldBag' bagGroup (λx. singleton ⟨x, x⟩) _ db)"].assert_eq(&fused(
         "def f (b : Bag Int) : Map Int Real = foldBag (mapGroup realGroup) (fun (k, v) -> singletonMap k (toReal v)) (foldBag bagGroup (fun x -> singleton (x, x)) b)",
+    ));
+}
+
+/// `fuse` on the derivative after DCE of `f` in `src`.
+fn fused(src: &str) -> String {
+    let m = mono(src, "f");
+    let d = derive_definition(&m, m.root()).unwrap();
+    let mut cx = adjoint::incremental::Cx::new(&m, d.next_local);
+    expr(&adjoint::incremental::fuse(&d.fast, &mut cx), Mode::Paper)
+}
+
+/// What fusion refuses: a user's group (its operation is opaque, so no law holds for it) in the
+/// inner fold of a derivative chain, or in a static fold met while composing.
+#[test]
+fn fold_fusion_leaves_user_groups_alone() {
+    let ug = "def ug = group (fun a b -> merge a b) (fun a -> negate a) bag{}\n";
+    let ugi = "def ugi = group (fun a b -> a + b) (fun a -> 0 - a) 0\n";
+    // foldBag' over foldBag' of a user's bag group.
+    expect!["λb db. foldBag' intGroup (λx. x) _ (foldBag' ug (λx. singleton (x * 2)) _ db)"].assert_eq(&fused(
+        &format!(
+            "{ug}def f (b : Bag Int) : Int = foldBag intGroup (fun x -> x) (foldBag ug (fun x -> singleton (x * 2)) b)"
+        ),
+    ));
+    // foldMap' over foldBag' into maps of a user's group (not `mapGroup intGroup`).
+    expect!["λb db. foldMap' intGroup intGroup (λk v. k * v) _ (foldBag' (mapGroup ugi) (λx. singletonMap x 1) _ db)"]
+        .assert_eq(&fused(&format!(
+            "{ugi}def f (b : Bag Int) : Int = foldMap intGroup intGroup (fun k v -> k * v) (foldBag (mapGroup ugi) (fun x -> singletonMap x 1) b)"
+        )));
+    // Static folds: foldBag over foldMap, foldMap over foldMap, whose inner map has a user's value group.
+    expect!["λb db. foldBag' intGroup (λx. foldBag intGroup (λy. y) (foldMap ugi bagGroup (λk v. singleton (k + v)) (singletonMap x x))) _ db"]
+        .assert_eq(&fused(&format!(
+            "{ugi}def f (b : Bag Int) : Int = foldBag intGroup (fun x -> foldBag intGroup (fun y -> y) (foldMap ugi bagGroup (fun k v -> singleton (k + v)) (singletonMap x x))) b"
+        )));
+    expect!["λb db. foldBag' intGroup (λx. foldMap intGroup intGroup (λk v. k * v) (foldMap ugi (mapGroup intGroup) (λk v. singletonMap v k) (singletonMap x x))) _ db"]
+        .assert_eq(&fused(&format!(
+            "{ugi}def f (b : Bag Int) : Int = foldBag intGroup (fun x -> foldMap intGroup intGroup (fun k v -> k * v) (foldMap ugi (mapGroup intGroup) (fun k v -> singletonMap v k) (singletonMap x x))) b"
+        )));
+}
+
+/// Composing the fold functions reduces β-redexes and `let`s: a parameter or `let` bound to a
+/// variable or literal, or used once outside any λ, is substituted; anything else stays bound,
+/// so fusion never duplicates work, moves it under a λ (or a `dual`'s body), or drops an
+/// expression that may fail (`100 / x` with `x = 0`).
+#[test]
+fn fold_fusion_substitutes_only_what_it_neither_duplicates_nor_drops() {
+    // foldBag intGroup f over a bag of doubled elements: f is applied to `x * 2`.
+    let chain = |f: &str| {
+        fused(&format!(
+            "def f (b : Bag Int) : Int = foldBag intGroup ({f}) (foldBag bagGroup (fun x -> singleton (x * 2)) b)"
+        ))
+    };
+    // A `let` used twice stays; one used once is substituted.
+    expect!["λb db. foldBag' intGroup (λx. let y = x * 2 * 3 in y + y) _ db"]
+        .assert_eq(&chain("fun x -> let y = x * 3 in y + y"));
+    expect!["λb db. foldBag' intGroup (λx. x * 2 * 3 + 1) _ db"].assert_eq(&chain("fun x -> let y = x * 3 in y + 1"));
+    // A parameter used twice, applied to a computation: bound once.
+    expect!["λb db. foldBag' intGroup (λx. let x = x * 2 in x + x) _ db"].assert_eq(&chain("fun x -> x + x"));
+    // Used once but under a `dual`'s body: stays bound.
+    expect!["λb db. foldBag' intGroup (λx. let y = toReal (x * 2) * 3.0 in toInt (((λv. y * v)*·1.0*) 1.0)) _ db"]
+        .assert_eq(&chain("fun x -> let y = toReal x * 3.0 in toInt ((dual (fun v -> y * v) (star 1.0)) 1.0)"));
+    // Used once but under a λ: stays bound.
+    expect!["λm dm. foldMap' intGroup (mapGroup intGroup) (λk v. (let k = k + 1 in λv. singletonMap (k * 2) (v * 3)) v) _ dm"].assert_eq(&fused(
+        "def f (m : Map Int Int) : Map Int Int = foldMap intGroup (mapGroup intGroup) (fun k v -> singletonMap (k * 2) (v * 3)) (foldMap intGroup (mapGroup intGroup) (fun k v -> singletonMap (k + 1) v) m)",
+    ));
+    // Ignored components: a literal goes, a division that may fail stays (as a tuple component
+    // split from its pattern, and as an argument to an ignored parameter).
+    expect!["λb db. foldBag' (mapGroup intGroup) (λx. let _ = 100 / x in singletonMap x 1) _ db"].assert_eq(&fused(
+        "def f (b : Bag Int) : Map Int Int = foldBag (mapGroup intGroup) (fun (k, _, _) -> singletonMap k 1) (foldBag bagGroup (fun x -> singleton (x, 1, 100 / x)) b)",
+    ));
+    expect!["λb db. foldBag' intGroup (λx. (let _ = 100 / x in λv. v) 1) _ db"].assert_eq(&fused(
+        "def f (b : Bag Int) : Int = foldMap intGroup intGroup (fun _ v -> v) (foldBag (mapGroup intGroup) (fun x -> singletonMap (100 / x) 1) b)",
     ));
 }

@@ -176,10 +176,30 @@ fn bag_widths_must_match() {
     assert_eq!(w.count(&[1, 2]), 0);
 }
 
+/// A map built from the model by `set`, in reverse key order (another insertion history).
+fn map_from_model(kw: usize, vw: usize, m: &BTreeMap<Vec<i64>, Vec<u64>>) -> Map {
+    let mut map = Map::new(kw, vw);
+    for (k, v) in m.iter().rev() {
+        map.set(&words(k), v).unwrap();
+    }
+    map
+}
+
+/// The same map built through `slot` (values bound to zeros, then written in place).
+fn map_from_model_by_slots(kw: usize, vw: usize, m: &BTreeMap<Vec<i64>, Vec<u64>>) -> Map {
+    let mut map = Map::new(kw, vw);
+    for (k, v) in m {
+        let (slot, new) = map.slot(&words(k)).unwrap();
+        assert!(new && slot.iter().all(|w| *w == 0), "a new slot holds zeros");
+        slot.copy_from_slice(v);
+    }
+    map
+}
+
 #[test]
 fn maps_agree_with_a_model_through_random_operations() {
     let mut rng = Rng(11);
-    for (kw, vw) in [(0, 1), (1, 1), (2, 3), (3, 2), (4, 0)] {
+    for (kw, vw) in [(0, 1), (1, 1), (2, 3), (3, 2), (4, 0), (1, 3), (2, 2), (0, 0)] {
         let keys = universe(kw);
         let mut map = Map::new(kw, vw);
         let mut model: BTreeMap<Vec<i64>, Vec<u64>> = BTreeMap::new();
@@ -231,6 +251,28 @@ fn maps_agree_with_a_model_through_random_operations() {
                 map.sorted_entries().iter().map(|(k, v)| (signed(k), v.to_vec())).collect();
             let want: Vec<(Vec<i64>, Vec<u64>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
             assert_eq!(listed, want, "{what}: sorted entries");
+            let mut out = vec![0u64; map.len() * (kw + vw)];
+            map.write_sorted_records(&mut out, &mut SortScratch::default());
+            let flat: Vec<u64> = want.iter().flat_map(|(k, v)| words(k).into_iter().chain(v.iter().copied())).collect();
+            assert_eq!(out, flat, "{what}: sorted records");
+            assert!(map.capacity() >= map.len(), "{what}: capacity");
+            // Equality: the same bindings however the map was built, whatever the widths' table.
+            let same = map_from_model(kw, vw, &model);
+            assert!(map == same && same == map_from_model_by_slots(kw, vw, &model), "{what}: equality");
+            if let Some((k, v)) = model.iter().next() {
+                let mut other = model.clone();
+                if vw > 0 {
+                    other.insert(k.clone(), v.iter().map(|w| w ^ 1).collect());
+                } else {
+                    other.remove(&k.clone());
+                }
+                assert!(map != map_from_model(kw, vw, &other), "{what}: a map differing in one binding");
+            }
+            for (kw2, vw2) in [(kw + 1, vw), (kw, vw + 1)] {
+                if model.is_empty() {
+                    assert!(map != Map::new(kw2, vw2), "{what}: empty maps of other widths differ");
+                }
+            }
         }
     }
     let mut m = Map::new(2, 1);
@@ -431,5 +473,24 @@ fn int_maps_add_in_place_as_the_model_adds() {
         assert!(Map::new(kw, 1).add_ints(&Map::new(kw, 2)).is_err());
         assert!(Map::new(kw, 2).add_int(&vec![0; kw], 1).is_err());
         assert!(Map::new(kw, 1).add_int(&vec![0; kw + 1], 1).is_err());
+    }
+}
+
+#[test]
+fn map_capacity_covers_the_entries_and_survives_recycling() {
+    // `capacity` decides which emptied maps a call context keeps (`reset_keeping_small`): it is
+    // the room of the table the widths use, at least the entries, and kept by `recycle`.
+    for (kw, vw) in [(1, 1), (2, 3), (3, 1)] {
+        let mut map = Map::new(kw, vw);
+        assert_eq!(map.capacity(), 0, "{kw}/{vw}: a new map has no table");
+        for i in 0..200 {
+            map.set(&vec![i as u64; kw], &vec![1; vw]).unwrap();
+        }
+        let room = map.capacity();
+        // A hash table grows by doubling: room for at least 200, at most twice 256.
+        assert!((200..=512).contains(&room), "{kw}/{vw}: capacity {room}");
+        map.recycle(kw, vw);
+        assert!(map.is_empty());
+        assert_eq!(map.capacity(), room, "{kw}/{vw}: recycling keeps the table");
     }
 }
