@@ -78,17 +78,7 @@ fn program(main: &str) -> String {
 
 #[test]
 fn fused_programs_agree_with_the_interpreter_exactly() {
-    let mut failures = Vec::new();
-    for (name, main, _) in PROGRAMS {
-        match both_engines(&program(main)) {
-            Err(e) => failures.push(format!("{name}: {e}")),
-            Ok((a, b, c)) if a != b || a != c => {
-                failures.push(format!("{name}: interpreter {a:?}\n  compiled {b:?}\n  unoptimised {c:?}"))
-            }
-            Ok(_) => {}
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    program_gen::assert_engines_agree(PROGRAMS.iter().map(|(name, main, _)| (*name, program(main))));
 }
 
 /// The outcomes the programs are written to reach, so the comparisons compare something: the

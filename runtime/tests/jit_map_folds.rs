@@ -40,17 +40,7 @@ const PROGRAMS: &[(&str, &str)] = &[
 
 #[test]
 fn map_group_folds_agree_between_engines() {
-    let mut failures = Vec::new();
-    for (name, src) in PROGRAMS {
-        match both_engines(src) {
-            Err(e) => failures.push(format!("{name}: {e}")),
-            Ok((a, b, c)) if a != b || a != c => {
-                failures.push(format!("{name}: interpreter {a:?}\n  compiled {b:?}\n  unoptimised {c:?}"))
-            }
-            Ok(_) => {}
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    program_gen::assert_engines_agree(PROGRAMS.iter().map(|(name, src)| (*name, src.to_string())));
 }
 
 /// The outcomes the programs above are written to reach (so the comparison compares something).

@@ -2386,14 +2386,7 @@ impl Ad<'_, '_> {
             Ok(vec![s])
         })?;
         let sum = self.run_loop(out, &n, body, &carried, vec![real(0.0)])?;
-        let mut units = Vec::new();
-        for c in &carried {
-            let a = self.adj.remove(c);
-            let pv = self.var_of(*c);
-            let ty = pv.ty.clone();
-            units.push((*c, self.materialize(out, a, &ty, &pv)?));
-        }
-        self.adj.extend(stash);
+        let units = self.take_units(out, &carried, stash)?;
         self.units.insert(b.id, units);
         self.summed.insert(self.sums[&b.id], sum[0].clone());
         Ok(true)
@@ -2436,14 +2429,7 @@ impl Ad<'_, '_> {
             Ok(vec![res])
         })?;
         let acc = self.run_loop(out, &n, body, &carried, vec![z0.clone()])?;
-        let mut units = Vec::new();
-        for c in &carried {
-            let a = self.adj.remove(c);
-            let pv = self.var_of(*c);
-            let ty = pv.ty.clone();
-            units.push((*c, self.materialize(out, a, &ty, &pv)?));
-        }
-        self.adj.extend(stash);
+        let mut units = self.take_units(out, &carried, stash)?;
         // ∂z/∂z0 = 1 too.
         if let Some(z) = local(&z0).filter(|z| self.active.contains(z)) {
             units.push((z, real(1.0)));
@@ -2463,6 +2449,25 @@ impl Ad<'_, '_> {
             }
         }
         Ok(true)
+    }
+
+    /// After a fused loop: each captured variable's adjoint for the cotangent 1 (its unit
+    /// accumulator), taken out of the adjoints, and the adjoints stashed before the loop put back.
+    fn take_units(
+        &mut self,
+        out: &mut Vec<Bind>,
+        carried: &[LocalId],
+        stash: Vec<(LocalId, Adj)>,
+    ) -> R<Vec<(LocalId, E)>> {
+        let mut units = Vec::new();
+        for c in carried {
+            let a = self.adj.remove(c);
+            let pv = self.var_of(*c);
+            let ty = pv.ty.clone();
+            units.push((*c, self.materialize(out, a, &ty, &pv)?));
+        }
+        self.adj.extend(stash);
+        Ok(units)
     }
 
     /// The body of `build n f` / `map f xs` / `zipWith f xs ys` (`bi`) at index `i`: a fresh copy

@@ -1004,6 +1004,22 @@ fn unoptimised(mono: &anf::mono::MonoProgram) -> Result<runtime::value::Value, f
     machine.run_main(&mut runtime::native::CallCtx::new(runtime::native::DEFAULT_ARENA_LIMIT))
 }
 
+/// Runs each named program under [`both_engines`] and fails, listing every disagreement, unless
+/// the interpreter, the optimised and the unoptimised compiled code give the same outcome.
+pub fn assert_engines_agree<'a>(programs: impl IntoIterator<Item = (&'a str, String)>) {
+    let mut failures = Vec::new();
+    for (name, src) in programs {
+        match both_engines(&src) {
+            Err(e) => failures.push(format!("{name}: {e}")),
+            Ok((a, b, c)) if a != b || a != c => {
+                failures.push(format!("{name}: interpreter {a:?}\n  compiled {b:?}\n  unoptimised {c:?}"))
+            }
+            Ok(_) => {}
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// The interpreter's outcome, and the compiled engine's with `anf::opt` on (as `nabla run` runs
 /// it) and off: when only the optimised one disagrees, the optimiser is at fault; when both do,
 /// lowering, the JIT or the native runtime.
