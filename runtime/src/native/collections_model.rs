@@ -468,11 +468,30 @@ fn int_maps_add_in_place_as_the_model_adds() {
         one.set(&k, &[5]).unwrap();
         one.write_sorted_records(&mut out, &mut SortScratch::default());
         assert_eq!(out, [k.clone(), vec![5]].concat(), "width {kw}: one record");
-        // Widths must agree.
-        assert!(Map::new(kw, 1).add_ints(&Map::new(kw + 1, 1)).is_err());
-        assert!(Map::new(kw, 1).add_ints(&Map::new(kw, 2)).is_err());
+        // Widths must agree; the error names the width found (the key's, else the value's).
+        let mismatch = |found| Err(CollectionError::WidthMismatch { expected: kw, found });
+        assert_eq!(Map::new(kw, 1).add_ints(&Map::new(kw + 1, 1)), mismatch(kw + 1));
+        assert_eq!(Map::new(kw, 1).add_ints(&Map::new(kw, 2)), mismatch(2));
         assert!(Map::new(kw, 2).add_int(&vec![0; kw], 1).is_err());
         assert!(Map::new(kw, 1).add_int(&vec![0; kw + 1], 1).is_err());
+    }
+}
+
+#[test]
+fn bag_capacity_covers_the_entries_and_survives_recycling() {
+    // As for maps: the room of whichever table the key width uses (one word: the narrow table;
+    // two or none: short keys; wider: boxed keys), at least the entries, kept by `recycle`.
+    for kw in [1, 2, 3] {
+        let mut bag = Bag::new(kw);
+        assert_eq!(bag.capacity(), 0, "width {kw}: a new bag has no table");
+        for i in 0..200 {
+            bag.insert(&vec![i as u64; kw], 1).unwrap();
+        }
+        let room = bag.capacity();
+        assert!((200..=512).contains(&room), "width {kw}: capacity {room}");
+        bag.recycle(kw);
+        assert!(bag.is_empty());
+        assert_eq!(bag.capacity(), room, "width {kw}: recycling keeps the table");
     }
 }
 
