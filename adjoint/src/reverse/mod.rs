@@ -1228,8 +1228,8 @@ struct Ad<'a, 'm> {
     /// `z ↦` each captured variable's adjoint for the cotangent 1 at every element, computed by
     /// the fused forward loop: z's reverse scales them by the broadcast cotangent.
     units: FxHashMap<LocalId, Vec<(LocalId, E)>>,
-    /// Bindings of changes and groups (`replace v`, `gchange g d`, `nil x`, tuples of changes,
-    /// `realGroup`, `group op inv z`, `pairGroup g h`, copies): what an `a <+> da` reads.
+    /// Bindings of changes, groups and λs (`replace v`, `gchange g d`, `nil x`, tuples of changes,
+    /// `realGroup`, `group op inv z`, copies; a user group's operation): what an `a <+> da` reads.
     changes: FxHashMap<LocalId, E>,
     /// Copies of a change's values made by [`Ad::expand_oplus`]: constants at the point (a change
     /// has a discrete type), never active.
