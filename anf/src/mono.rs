@@ -30,6 +30,30 @@ pub struct MonoProgram {
     pub defs: Vec<MonoDef>,
     /// One past the largest `LocalId` used.
     pub next_local: u32,
+    /// Sites a pass could not compile, left to the reference interpreter (`interp' k args`).
+    pub interpreted: Option<Rc<Interpreted>>,
+}
+
+/// The differentiation sites `adjoint::reverse` does not compile, each evaluated by the reference
+/// interpreter when compiled code reaches it (`interp' k args`, per-site fallback).
+#[derive(Clone, Debug)]
+pub struct Interpreted {
+    /// The program the sites' terms were taken from: their `Global`s index its definitions.
+    pub program: MonoProgram,
+    pub sites: Vec<InterpretedSite>,
+}
+
+/// One site left to the interpreter: a term of plain data (Real, Int, Bool, Unit, arrays and
+/// tuples of them) whose free locals are plain data too, passed as one tuple.
+#[derive(Clone, Debug)]
+pub struct InterpretedSite {
+    /// The free locals, in the order of the tuple compiled code passes.
+    pub params: Vec<(LocalId, Name, Type)>,
+    pub body: E,
+    /// What is not compiled there, for the note.
+    pub what: String,
+    /// Where (the construct that is not compiled).
+    pub span: frontend::Span,
 }
 
 impl MonoProgram {
@@ -59,7 +83,7 @@ pub fn monomorphise_at(program: &Program, root: DefId, ty: &Type) -> Result<Mono
     let mut m =
         Mono { program, out: Vec::new(), instances: FxHashMap::default(), next_local: program.next_local, nodes: 0 };
     m.instance(root, ty, program.def(root).span)?;
-    Ok(MonoProgram { defs: m.out, next_local: m.next_local })
+    Ok(MonoProgram { defs: m.out, next_local: m.next_local, interpreted: None })
 }
 
 /// The scheme's type with each variable defaulted.

@@ -134,6 +134,9 @@ builtins! {
     AccAdd2 = "accAdd2'" : "Array (Array Real) -> Int -> Int -> Real -> Array (Array Real)";
     AccRow = "accRow'" : "Array (Array Real) -> Int -> Real -> Array Real -> Array (Array Real)";
     AccRowAll = "accRowAll'" : "Array (Array Real) -> Int -> Real -> Array (Array Real)";
+    // `interp' k args`: the site `k` that reverse mode does not compile, evaluated by the
+    // reference interpreter at its free locals `args` (`anf::mono::Interpreted`).
+    Interp = "interp'" : "Int -> 'a -> 'b";
 }
 
 impl Builtin {

@@ -318,7 +318,7 @@ impl Compiled {
         self.has_result = false;
         self.ctx.reset();
         self.ctx.reset_peak();
-        self.ctx.limit_stack(self.machine.stack_budget());
+        self.machine.prepare(&mut self.ctx);
         let entry = self.machine.apply_entry().ok_or_else(|| self.usage("it has no entry point"))?;
         // SAFETY: the context is live and reset; the arguments follow `ir::layout` for the
         // parameters' types (arrays point to `[len, elements…]` buffers that outlive the call).
@@ -446,6 +446,15 @@ fn prepare(src: &str, name: &str) -> Result<Prepared, Diagnostic> {
     prepare_mono(&mono, name, def_span)
 }
 
+/// The API compiles a definition whole: a site left to the interpreter (per-site fallback, which
+/// `nabla run` does) is an error here, and [`Function`] runs such a definition on the interpreter.
+fn all_compiled(mono: &anf::mono::MonoProgram) -> Result<(), Diagnostic> {
+    match mono.interpreted.as_ref().and_then(|i| i.sites.first()) {
+        Some(s) => Err(Diagnostic::error(s.span, format!("{} is not compiled yet", s.what))),
+        None => Ok(()),
+    }
+}
+
 /// [`prepare`] for the value-and-gradient definition of `name` (`adjoint::reverse::value_and_gradient`).
 fn prepare_gradient(src: &str, name: &str) -> Result<Prepared, Diagnostic> {
     let program = frontend::check_source(src)?;
@@ -458,6 +467,7 @@ fn prepare_gradient(src: &str, name: &str) -> Result<Prepared, Diagnostic> {
 }
 
 fn prepare_mono(mono: &anf::mono::MonoProgram, name: &str, def_span: Span) -> Result<Prepared, Diagnostic> {
+    all_compiled(mono)?;
     // ILC's `derive`, function changes and `nil` of functions become ordinary terms.
     let expanded = adjoint::incremental::expand(mono)?;
     let mono = &expanded;

@@ -614,7 +614,7 @@ impl Incremental {
         }
         self.args.push(Word::from_i64(mode));
         let scratch = &mut self.scratch[self.work];
-        scratch.limit_stack(self.machine.stack_budget());
+        self.machine.prepare(scratch);
         let entry = self
             .machine
             .apply_entry()
@@ -712,7 +712,7 @@ fn step_program(program: &MonoProgram, d: &Derivative, a: &Type, b: &Type) -> Re
     );
     let step_ty = step.ty.clone();
     defs.push(MonoDef { name: "incr.step".into(), source: program.def(f_id).source, body: step, ty: step_ty });
-    let out = MonoProgram { defs, next_local: next };
+    let out = MonoProgram { defs, next_local: next, interpreted: program.interpreted.clone() };
     anf::mono::verify(&out).map_err(|e| Diagnostic::error(span, format!("internal: {e}")))?;
     Ok(out)
 }

@@ -83,7 +83,7 @@ pub fn run_in(mono: &MonoProgram, ctx: &mut CallCtx) -> Result<Run, Diagnostic> 
         Some(shape) => restar(value, shape),
         None => value,
     };
-    Ok(Run { value, note: None })
+    Ok(Run { value, note: machine.interpreted_note() })
 }
 
 /// `v` with the dual vectors `shape` marks made duals again (`r` ↦ `r*`).
@@ -156,6 +156,13 @@ pub fn ir_text(mono: &MonoProgram, optimized: bool) -> Result<String, Diagnostic
                 for b in &l.reverse {
                     header.push_str(&format!(";   {b}\n"));
                 }
+            }
+            // Sites left to the interpreter: `interp' k` calls `$nabla_interp` with k.
+            for (k, s) in transformed.interpreted.iter().flat_map(|i| i.sites.iter()).enumerate() {
+                header.push_str(&format!(
+                    "; interpreted site {k} at @{}..{}: {} is not compiled yet\n",
+                    s.span.lo, s.span.hi, s.what
+                ));
             }
             &transformed
         }
@@ -240,6 +247,8 @@ pub struct Machine {
     apply: Option<ir::FuncId>,
     sites: Vec<(Span, Option<Layout>)>,
     root: Layout,
+    /// The sites the interpreter evaluates for this code (per-site fallback).
+    interpreted: Option<Rc<crate::sites::Sites>>,
     /// Where errors without a site are reported.
     span: Span,
     /// Stack compiled code may use below the caller.
@@ -255,7 +264,7 @@ impl Machine {
     /// [`Machine::new`] with explicit optimisation options (`OptOptions::none()` compiles the IR
     /// exactly as lowering made it).
     pub fn new_with(lowered: &Lowered, span: Span, stack_budget: usize, opts: &OptOptions) -> Result<Machine, String> {
-        Machine::from_parts_with(
+        let mut m = Machine::from_parts_with(
             &lowered.module,
             lowered.main,
             lowered.apply,
@@ -264,7 +273,20 @@ impl Machine {
             span,
             stack_budget,
             opts,
-        )
+        )?;
+        m.interpreted = lowered.interpreted.clone().map(|i| Rc::new(crate::sites::Sites::new(i)));
+        Ok(m)
+    }
+
+    /// The note for the sites this code leaves to the interpreter (`None`: it leaves none).
+    pub fn interpreted_note(&self) -> Option<String> {
+        self.interpreted.as_ref().map(|s| s.note())
+    }
+
+    /// Makes `ctx` ready to run this code: its stack budget and interpreted sites.
+    pub fn prepare(&self, ctx: &mut CallCtx) {
+        ctx.limit_stack(self.stack_budget);
+        ctx.set_sites(self.interpreted.clone());
     }
 
     /// JIT-compiles an IR module whose entry points are `main` and `apply`, optimised first
@@ -306,7 +328,7 @@ impl Machine {
         let entries: Vec<ir::FuncId> = std::iter::once(main).chain(apply).collect();
         let mut jit = Jit::new(JitConfig::default(), native::support_table()).map_err(|e| e.to_string())?;
         let compiled = jit.compile(&module, &entries).map_err(|e| format!("internal compiler error: {e}"))?;
-        Ok(Machine { _jit: jit, compiled, main, apply, sites, root, span, stack_budget })
+        Ok(Machine { _jit: jit, compiled, main, apply, sites, root, interpreted: None, span, stack_budget })
     }
 
     /// Runs `@main` in `ctx` and marshals the root's value (the context is reset first).
@@ -319,7 +341,7 @@ impl Machine {
     /// Runs `@main` in `ctx` and gives the root's words (valid until `ctx` is reset).
     pub fn main_words(&self, ctx: &mut CallCtx) -> Result<Vec<Word>, Diagnostic> {
         ctx.reset();
-        ctx.limit_stack(self.stack_budget);
+        self.prepare(ctx);
         let entry = self.compiled.entry(self.main).ok_or_else(|| self.internal("no entry for @main"))?;
         // SAFETY: `ctx` is a live runtime context and `@main` takes no arguments.
         match unsafe { entry.call(ctx.header(), &[]) } {
@@ -341,6 +363,9 @@ impl Machine {
     /// The diagnostic for a failed call.
     pub fn call_error(&self, ctx: &CallCtx, e: CallError) -> Diagnostic {
         match (e, ctx.failure()) {
+            (CallError::Trapped(_), Some(err)) if err.status == crate::native::STATUS_INTERPRETED => {
+                ctx.interpreted_error().cloned().unwrap_or_else(|| self.diagnostic(&err))
+            }
             (CallError::Trapped(_), Some(err)) => self.diagnostic(&err),
             (e, _) => self.internal(&e.to_string()),
         }

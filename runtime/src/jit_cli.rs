@@ -15,7 +15,9 @@ pub fn run(mono: &anf::mono::MonoProgram, src: Option<&str>, max_memory: usize) 
             Some(src) => runtime::engine::note_with_lines(&note, src),
             None => note,
         };
-        crate::to_stderr(&format!("note: {note}\n"));
+        for line in note.lines() {
+            crate::to_stderr(&format!("note: {line}\n"));
+        }
     }
     Ok(r.value)
 }

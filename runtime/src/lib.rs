@@ -9,6 +9,7 @@ pub mod gradbench;
 pub mod incr;
 pub mod interp;
 pub mod native;
+pub mod sites;
 pub mod value;
 
 use frontend::syntax::{DefId, Program};

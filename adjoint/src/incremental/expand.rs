@@ -38,7 +38,7 @@ pub fn expand(program: &MonoProgram) -> Result<MonoProgram, Diagnostic> {
         next = x.next;
         defs.push(MonoDef { body, ..d.clone() });
     }
-    Ok(MonoProgram { defs, next_local: next })
+    Ok(MonoProgram { defs, next_local: next, interpreted: program.interpreted.clone() })
 }
 
 /// Does `e` hold a construct `expand` rewrites?

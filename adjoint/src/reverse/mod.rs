@@ -42,7 +42,7 @@ pub mod term;
 
 use std::rc::Rc;
 
-use anf::mono::{MonoDef, MonoProgram};
+use anf::mono::{Interpreted, InterpretedSite, MonoDef, MonoProgram};
 use frontend::builtins::Builtin;
 use frontend::span::Span;
 use frontend::syntax::*;
@@ -89,6 +89,7 @@ pub fn transform_listing(mono: &MonoProgram) -> R<(Option<MonoProgram>, Vec<Site
         omegas: FxHashMap::default(),
         duals: FxHashMap::default(),
         pending: FxHashMap::default(),
+        interpreted: Vec::new(),
     };
     let mut defs = Vec::with_capacity(mono.defs.len());
     for (i, d) in mono.defs.iter().enumerate() {
@@ -108,8 +109,13 @@ pub fn transform_listing(mono: &MonoProgram) -> R<(Option<MonoProgram>, Vec<Site
     if t.sites == 0 {
         return Ok((None, t.listings));
     }
+    let interpreted = if t.interpreted.is_empty() {
+        mono.interpreted.clone()
+    } else {
+        Some(Rc::new(Interpreted { program: mono.clone(), sites: std::mem::take(&mut t.interpreted) }))
+    };
     if t.pending.is_empty() {
-        return Ok((Some(MonoProgram { defs, next_local: t.next }), t.listings));
+        return Ok((Some(MonoProgram { defs, next_local: t.next, interpreted }), t.listings));
     }
     // Drop the specialised definitions; one still used keeps its reason.
     let mut keep = Vec::new();
@@ -133,7 +139,7 @@ pub fn transform_listing(mono: &MonoProgram) -> R<(Option<MonoProgram>, Vec<Site
         }
     }
     let defs = keep.into_iter().map(|d| MonoDef { body: renumber_globals(&d.body, &renumber), ..d }).collect();
-    Ok((Some(MonoProgram { defs, next_local: t.next }), t.listings))
+    Ok((Some(MonoProgram { defs, next_local: t.next, interpreted }), t.listings))
 }
 
 const READS_CARRIED_ARRAY: &str = "a gradient through a loop whose reverse reads an array it carries";
@@ -224,6 +230,7 @@ pub fn value_and_gradient(mono: &MonoProgram, f: DefId) -> R<MonoProgram> {
         omegas: FxHashMap::default(),
         duals: FxHashMap::default(),
         pending: FxHashMap::default(),
+        interpreted: Vec::new(),
     };
     t.bodies = base.defs.iter().map(|d| d.body.clone()).collect();
     let xid = t.fresh();
@@ -235,7 +242,7 @@ pub fn value_and_gradient(mono: &MonoProgram, f: DefId) -> R<MonoProgram> {
     let ty = body.ty.clone();
     let mut defs = base.defs.clone();
     defs.push(MonoDef { name: format!("{}'valueAndGrad", def.name).into(), source: def.source, body, ty });
-    Ok(MonoProgram { defs, next_local: t.next })
+    Ok(MonoProgram { defs, next_local: t.next, interpreted: base.interpreted.clone() })
 }
 
 /// Where the root's value holds first-order dual vectors (`r*`), computed as their vectors `r`.
@@ -347,6 +354,8 @@ struct Transform<'m> {
     omegas: FxHashMap<LocalId, E>,
     /// Let-bound first-order duals `r*`: the atom `r`.
     duals: FxHashMap<LocalId, E>,
+    /// Sites left to the interpreter (`interp' k args`, k their index): per-site fallback.
+    interpreted: Vec<InterpretedSite>,
 }
 
 fn not(what: impl Into<String>, span: Span) -> NotCompiled {
@@ -357,6 +366,27 @@ fn strip(e: &E) -> &E {
     match &e.kind {
         ExprKind::Ann(a, _) => strip(a),
         _ => e,
+    }
+}
+
+/// Can the interpreter evaluate `e` for compiled code: a term of plain data (Real, Int, Bool,
+/// Unit, arrays and tuples of them) whose free locals are plain data, so both cross as words.
+fn interpretable(e: &E) -> bool {
+    let mut ok = plain_data(&e.ty);
+    frontend::lin::visit_free_vars(e, &mut |v| {
+        if let ExprKind::Var(_, VarRef::Local(_)) = &v.kind {
+            ok = ok && plain_data(&v.ty)
+        }
+    });
+    ok
+}
+
+fn plain_data(t: &Type) -> bool {
+    match t {
+        Type::Real | Type::Int | Type::Bool | Type::Unit => true,
+        Type::Array(a) => plain_data(a),
+        Type::Tuple(ts) => ts.iter().all(plain_data),
+        _ => false,
     }
 }
 
@@ -398,8 +428,40 @@ impl<'m> Transform<'m> {
         refresh(e, &mut f)
     }
 
-    /// Bottom-up: inner sites first, so an outer site sees only ordinary terms.
+    /// Bottom-up: inner sites first, so an outer site sees only ordinary terms. A term this
+    /// does not compile is left to the interpreter at the innermost enclosing term of plain data
+    /// whose free locals are plain data (per-site fallback, [`Transform::interpret`]).
     fn rewrite(&mut self, e: &E) -> R<E> {
+        let listed = self.listings.len();
+        match self.rewrite_node(e) {
+            Err(nc) if interpretable(e) => {
+                self.listings.truncate(listed);
+                Ok(self.interpret(e, nc))
+            }
+            r => r,
+        }
+    }
+
+    /// `interp' k args`: the term `e` evaluated by the reference interpreter at run time, at the
+    /// values of its free locals `args` (a tuple of them, or the one, or `()`); `nc` says why.
+    fn interpret(&mut self, e: &E, nc: NotCompiled) -> E {
+        let mut params: Vec<(LocalId, Name, Type)> = Vec::new();
+        frontend::lin::visit_free_vars(e, &mut |v| {
+            if let ExprKind::Var(n, VarRef::Local(id)) = &v.kind {
+                if !params.iter().any(|(p, _, _)| p == id) {
+                    params.push((*id, n.clone(), v.ty.clone()));
+                }
+            }
+        });
+        let mut args: Vec<E> = params.iter().map(|(id, n, t)| var(*id, n, t)).collect();
+        let arg = if args.len() == 1 { args.pop().unwrap_or_else(|| tuple(vec![])) } else { tuple(args) };
+        let k = self.interpreted.len() as i64;
+        self.interpreted.push(InterpretedSite { params, body: e.clone(), what: nc.what, span: nc.span });
+        self.sites += 1;
+        at_span(call(Builtin::Interp, &[int(k), arg], e.ty.clone()), e.span)
+    }
+
+    fn rewrite_node(&mut self, e: &E) -> R<E> {
         match &e.kind {
             // A let-bound function known at compile time is in scope for the sites in the body
             // (binders are unique, so what it captures is in scope there too).

@@ -107,6 +107,10 @@ pub const SUPPORT: &[SupportDecl] = &[
     decl("nabla_map_clone", &[P], &[P], true),
     // Copies the value's words to the out-pointer and gives true, or gives false if absent.
     decl("nabla_map_get", &[P, P, P], &[B], false),
+    // Per-site fallback (`interp'`): `(k, args, out)` evaluates the interpreted site `k` at the
+    // words at `args` (its free locals) and writes its value's words at `out`; arrays it returns
+    // are made in the arena.
+    decl("nabla_interp", &[I, P, P], &[], true),
     decl("nabla_map_len", &[P], &[I], false),
     // Array of `{key words, value words}`, sorted by key.
     decl("nabla_map_entries", &[P], &[P], true),

@@ -283,6 +283,17 @@ impl Lowerer<'_> {
                 }
                 LVal::Word(a)
             }
+            B::Interp => {
+                // Per-site fallback: the site `k` evaluated by the reference interpreter at the
+                // words of its free locals (`mono::Interpreted`), its result's words written back.
+                let at = arg_type(ty, 1)?;
+                let arg = self.boxed_or_scratch(&args[1], flat(&at).len())?;
+                let tys = flat(&result);
+                let out = self.scratch(tys.len());
+                self.ext("nabla_interp", vec![w(0)?, arg, out])?;
+                let words = self.load_words(&tys, out, 0);
+                Self::from_slice(&result, &words)?
+            }
             B::CtCheck => {
                 // `path`: the tuple components, and from bit COTANGENT_ROW_SHIFT up the row (plus
                 // one) of a nested array; the row goes to the second payload (ir::TrapCode).

@@ -83,6 +83,8 @@ pub struct Lowered {
     pub sites: Vec<SiteInfo>,
     /// The root definition's type.
     pub root_ty: Type,
+    /// The sites left to the interpreter (`interp' k args`), if any.
+    pub interpreted: Option<std::rc::Rc<crate::mono::Interpreted>>,
 }
 
 /// Where a trap happened in the source.
@@ -143,7 +145,7 @@ pub fn lower(mono: &MonoProgram, options: &LowerOptions) -> Result<Lowered, Lowe
         None => None,
     };
     l.finish()?;
-    Ok(Lowered { module: l.module, main, apply, sites: l.sites, root_ty })
+    Ok(Lowered { module: l.module, main, apply, sites: l.sites, root_ty, interpreted: mono.interpreted.clone() })
 }
 
 /// `mono` with every definition's body A-normalised (`anf::anormal`, the paper's let-series of
@@ -156,7 +158,7 @@ fn a_normal(mono: &MonoProgram) -> MonoProgram {
         .iter()
         .map(|d| crate::mono::MonoDef { body: crate::anormal::anormalise_def(&d.body, &mut fresh), ..d.clone() })
         .collect();
-    MonoProgram { defs, next_local: next }
+    MonoProgram { defs, next_local: next, interpreted: mono.interpreted.clone() }
 }
 
 /// A λ-chain's index.

@@ -108,7 +108,13 @@ impl Function {
         // is then checked like any program).
         let why = match adjoint::reverse::transform(&mono) {
             Err(nc) => Some(nc.what),
-            Ok(t) => anf::lower::unsupported(t.as_ref().unwrap_or(&mono)).map(|u| u.what),
+            Ok(t) => {
+                let t = t.as_ref().unwrap_or(&mono);
+                match t.interpreted.as_ref().and_then(|i| i.sites.first()) {
+                    Some(s) => Some(s.what.clone()),
+                    None => anf::lower::unsupported(t).map(|u| u.what),
+                }
+            }
         };
         let (run, note) = match why {
             Some(what) => {

@@ -334,6 +334,16 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
         | B::AccAdd2
         | B::AccRow
         | B::AccRowAll => return reverse_internal(b, args, span),
+        // A site reverse mode left to the interpreter (per-site fallback, `crate::sites`).
+        B::Interp => {
+            let interpreted =
+                it.program.interpreted.clone().ok_or_else(|| {
+                    Diagnostic::error(span, "internal: `interp'` in a program without interpreted sites")
+                })?;
+            let k = int(&args[0], span)?;
+            let arg = args.into_iter().nth(1).unwrap_or(Value::Unit);
+            return crate::sites::eval_interpreted(&interpreted, k, arg, span);
+        }
     })
 }
 

@@ -23,6 +23,8 @@ mod collections_model;
 #[cfg(test)]
 mod tests;
 
+use std::rc::Rc;
+
 use anf::ir::{TrapCode, ARRAY_HEADER};
 use jit::abi::{MARK_CHUNK_END, MARK_COLLECTIONS, MARK_COUNTS, MARK_TOKEN, MARK_WORDS};
 use jit::{CtxHeader, SupportTable, Word};
@@ -35,6 +37,9 @@ pub use support::address;
 pub const STATUS_COLLECTION: i64 = 100;
 /// Status for a panic caught inside a support function (a runtime bug).
 pub const STATUS_PANIC: i64 = 101;
+/// Status for an error of the interpreter at an interpreted site (`crate::sites`); the context
+/// keeps its diagnostic ([`CallCtx::interpreted_error`]).
+pub const STATUS_INTERPRETED: i64 = 102;
 
 /// Words in an array's length header.
 const HEADER_WORDS: usize = ARRAY_HEADER as usize / 8;
@@ -150,6 +155,10 @@ pub struct CallCtx {
     /// Reused buffers for sorting entry records.
     pub(crate) sort_scratch: collections::SortScratch,
     error: Option<NativeError>,
+    /// The interpreted sites of the program being run (per-site fallback, `crate::sites`).
+    sites: Option<Rc<crate::sites::Sites>>,
+    /// The interpreter's diagnostic when an interpreted site failed.
+    interpreted_error: Option<frontend::Diagnostic>,
 }
 
 /// At most this many emptied bags are kept for the next call.
@@ -182,6 +191,8 @@ impl CallCtx {
             spare_maps: Vec::new(),
             sort_scratch: Default::default(),
             error: None,
+            sites: None,
+            interpreted_error: None,
         });
         cx.publish_bounds();
         cx
@@ -202,6 +213,26 @@ impl CallCtx {
     /// The error of the last failed call, if any.
     pub fn error(&self) -> Option<&NativeError> {
         self.error.as_ref()
+    }
+
+    /// The interpreted sites of the program about to run (`Machine` sets them before each call).
+    pub fn set_sites(&mut self, sites: Option<Rc<crate::sites::Sites>>) {
+        self.sites = sites;
+    }
+
+    pub(crate) fn sites(&self) -> Option<Rc<crate::sites::Sites>> {
+        self.sites.clone()
+    }
+
+    pub(crate) fn set_interpreted_error(&mut self, d: frontend::Diagnostic) {
+        if self.interpreted_error.is_none() {
+            self.interpreted_error = Some(d);
+        }
+    }
+
+    /// The interpreter's diagnostic of the interpreted site that failed in the last call.
+    pub fn interpreted_error(&self) -> Option<&frontend::Diagnostic> {
+        self.interpreted_error.as_ref()
     }
 
     /// Records a failure; the first one wins (later ones are consequences).
@@ -248,6 +279,7 @@ impl CallCtx {
         self.maps.truncate(keep);
         self.spare_maps.extend(self.maps.drain(..).rev());
         self.error = None;
+        self.interpreted_error = None;
         self.header.status = 0;
         // A call that failed while copying into the side arena left the cursor there.
         self.in_side = false;

@@ -326,6 +326,17 @@ pub unsafe extern "C" fn nabla_bag_entries_unordered(ctx: *mut CtxHeader, bag: *
     })
 }
 
+/// Per-site fallback: the interpreted site `k` evaluated at the words at `args`, its value's words
+/// written at `out` (`crate::sites`).
+pub unsafe extern "C" fn nabla_interp(ctx: *mut CtxHeader, k: i64, args: *const u64, out: *mut u64) {
+    guard(ctx, (), |cx| {
+        let sites = cx.sites().ok_or_else(|| {
+            NativeError::new(super::STATUS_INTERPRETED, "internal error: no interpreted sites for this call")
+        })?;
+        sites.call(cx, k, args, out)
+    })
+}
+
 /// A new empty map with the given key and value widths.
 pub unsafe extern "C" fn nabla_map_new(ctx: *mut CtxHeader, key_words: i64, value_words: i64) -> *mut Map {
     guard(ctx, std::ptr::null_mut(), |cx| Ok(cx.fresh_map(width(key_words)?, width(value_words)?)))
@@ -595,6 +606,7 @@ pub fn address(name: &str) -> Option<*const u8> {
         "nabla_map_remove" => nabla_map_remove as *const u8,
         "nabla_map_clone" => nabla_map_clone as *const u8,
         "nabla_map_get" => nabla_map_get as *const u8,
+        "nabla_interp" => nabla_interp as *const u8,
         "nabla_map_len" => nabla_map_len as *const u8,
         "nabla_map_entries" => nabla_map_entries as *const u8,
         "nabla_map_add_scaled" => nabla_map_add_scaled as *const u8,
