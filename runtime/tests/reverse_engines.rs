@@ -35,6 +35,7 @@ const MUST_COMPILE: &[&str] = &[
     "pb_builtin_as_function",
     "pb_closures_in_tuples",
     "pb_closures_in_arrays",
+    "pb_closures_computed_index",
     "pb_nested_zero_gradient",
     "pb_fold_product",
     "pb_function_input",

@@ -915,6 +915,11 @@ impl<'m> Transform<'m> {
         match &strip(a).kind {
             ExprKind::Array(_) if lit(strip(a)) => Some(strip(a).clone()),
             ExprKind::Var(_, VarRef::Local(id)) => env.get(id).filter(|t| lit(t)).cloned(),
+            // A definition bound to such a literal (closed: its λs capture nothing).
+            ExprKind::Var(_, VarRef::Global(d)) => {
+                let body = strip(self.bodies.get(d.0 as usize).unwrap_or(&self.mono.def(*d).body));
+                lit(body).then(|| body.clone())
+            }
             _ => None,
         }
     }
@@ -993,16 +998,37 @@ impl<'m> Transform<'m> {
         let (h, args) = anf::anormal::spine(e);
         let atom = |x: &E| matches!(strip(x).kind, ExprKind::Var(_, VarRef::Local(_)) | ExprKind::Lit(_));
         match (&strip(h).kind, args.as_slice()) {
+            // `fs.[k] a…` over an array literal of known functions at a computed index: the read
+            // (its bounds check), then the element k applied, chosen by `if` (the reducer's `.[]`
+            // picks the element at the point, reduction 4; an `if` differentiates the branch taken).
+            (ExprKind::Index(fs, k), [_, ..]) if atom(k) && !matches!(strip(k).kind, ExprKind::Lit(_)) => {
+                let xs = match self.known_array(fs, env).map(|t| t.kind.clone()) {
+                    Some(ExprKind::Array(xs)) if !xs.is_empty() => xs,
+                    _ => {
+                        let (_, f) = self.known_producer(fs, env)?;
+                        return Some(self.apply_producer(e, strip(h), k, &f, &args));
+                    }
+                };
+                let mut binds = Vec::new();
+                let read = strip(h).clone();
+                let rid = self.fresh();
+                binds.push(Bind { id: rid, name: "_".into(), ty: read.ty.clone(), rhs: read });
+                let vars: Vec<E> = args.iter().map(|a| self.bind(&mut binds, "a", (*a).clone())).collect();
+                let vs: Vec<&E> = vars.iter().collect();
+                let mut choice: Option<E> = None;
+                for (j, x) in xs.iter().enumerate().rev() {
+                    let f = self.known(x, env).or_else(|| self.eta_builtin(x))?;
+                    let app = beta(&self.refresh(&f), &vs);
+                    choice = Some(match choice {
+                        None => app,
+                        Some(rest) => if_(&bin(BinOp::Eq, k, &int(j as i64), Type::Bool), app, rest),
+                    });
+                }
+                Some(at_span(lets(binds, choice?), e.span))
+            }
             (ExprKind::Index(fs, k), [_, ..]) if atom(fs) && atom(k) => {
                 let (_, f) = self.known_producer(fs, env)?;
-                let id = self.fresh();
-                let read = strip(h).clone();
-                let pat =
-                    Rc::new(Pat { kind: PatKind::Var("_".into(), id), span: e.span, ty: read.ty.clone(), ann: None });
-                let mut all: Vec<&E> = vec![k];
-                all.extend(args.iter().copied());
-                let body = beta(&f, &all);
-                Some(Expr::new(ExprKind::Let(pat, read, body), e.span, e.ty.clone()))
+                Some(self.apply_producer(e, strip(h), k, &f, &args))
             }
             (ExprKind::Var(_, VarRef::Builtin(Builtin::Map)), [g, fs]) => {
                 let (n, f) = self.known_producer(fs, env)?;
@@ -1014,6 +1040,17 @@ impl<'m> Transform<'m> {
             }
             _ => None,
         }
+    }
+
+    /// `let _ = fs.[k] in F k a…` for the application `e` of the read `fs.[k]` (kept for its
+    /// bounds check) of a producer's element `F k` (`known_producer`).
+    fn apply_producer(&mut self, e: &E, read: &E, k: &E, f: &E, args: &[&E]) -> E {
+        let id = self.fresh();
+        let pat = Rc::new(Pat { kind: PatKind::Var("_".into(), id), span: e.span, ty: read.ty.clone(), ann: None });
+        let mut all: Vec<&E> = vec![k];
+        all.extend(args.iter().copied());
+        let body = beta(f, &all);
+        Expr::new(ExprKind::Let(pat, read.clone(), body), e.span, e.ty.clone())
     }
 
     /// Records in `env` what pattern `p` binds when matched against `e`: known functions, and
