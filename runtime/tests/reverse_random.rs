@@ -11,6 +11,10 @@
 //! reducer's within 1e-9 relative (NaN matching NaN), and the engine must not fall back to the
 //! interpreter. Errors must be identical.
 //!
+//! A third test (`sites_left_to_the_interpreter_agree_with_the_reducer`, 60 programs) puts each
+//! `f` behind a site the transform does not compile, inside compiled loops and tuples: per-site
+//! fallback, the site on the interpreter and the rest compiled.
+//!
 //! A second test draws 150 programs (or `NABLA_REV_PROGRAMS`) over `Array (Array Real)` and
 //! arrays of tuples `(Int, Real, …)` inputs: entries `m.[i].[j]`, `map`/`fold` over rows, rows
 //! rebuilt and put in literals, rows captured by loops, `dot` of rows, `vjp` with a nested
@@ -290,5 +294,91 @@ fn compiled_gradients_over_arrays_of_arrays_and_tuples_equal_the_reducers() {
         context: nested_context,
         close: close_normwise,
         floor: 25,
+    });
+}
+
+/// Contexts around `f` for per-site fallback: `f` is differentiated through `<+>` of a change
+/// chosen at run time (a site the transform does not compile), inside compiled code that passes
+/// the site its free locals (an `Int` index, a Real, an array, a tuple) and uses its value (a
+/// Real, an array, a tuple), in `build`, `fold` and `iterate` loops.
+fn fallback_context(form: u64, n: usize, point: &[f64], rng: &mut Rng) -> String {
+    let change = |c: &str| format!("(if {c} then replace 0.25 else gchange realGroup 0.5)");
+    let scale = lit(((rng.unit() * 4.0 - 2.0) * 4.0).round() / 4.0);
+    match form {
+        // A Real site per element of a `build`, its index a free local.
+        0 => format!(
+            "def main = build 3 (fun i -> grad (fun (y : Real) -> {} <+> {}) ({} + 0.125 * toReal i))\n",
+            f_through(n, "y", point),
+            change("i == 1"),
+            lit(point[0])
+        ),
+        // An array-valued site (a gradient over an array) beside compiled work, in a tuple.
+        1 => format!(
+            "def g (c : Bool) (xs : Array Real) : Real = ({} * {scale}) <+> {}\n\
+             def main = let p = {} in (sum (map (fun x -> x * x) p), grad (g (len p > 5)) p, grad (g true) p)\n",
+            f_of_array(n, "xs"),
+            change("c"),
+            array_literal(point)
+        ),
+        // A site in a `fold` over indices: the accumulator and the index cross into it.
+        2 => format!(
+            "def main = fold (fun acc i -> acc + grad (fun (y : Real) -> {} <+> {}) (acc * 0.01 + {})) 0.0 [0, 1, 2]\n",
+            f_through(n, "y", point),
+            change("i > 1"),
+            lit(point[0])
+        ),
+        // A tuple-valued site (a vjp) in an `iterate` whose carry holds an array.
+        _ => format!(
+            "def h (c : Bool) (xs : Array Real) : Real * Real = let v = {} in (v <+> {}, v * xs.[0])\n\
+             def main = iterate 2 (fun (k, ys) -> (k + 1, map (fun y -> 0.5 * y) (vjp (h (k == 0)) ys (1.0, {scale})))) (0, {})\n",
+            f_of_array(n, "xs"),
+            change("c"),
+            array_literal(point)
+        ),
+    }
+}
+
+/// Per-site fallback on random programs: each `f` sits in a site the transform does not compile
+/// (`fallback_context`); the compiled run leaves that site to the interpreter — its note names
+/// every site so left, and nothing else — and must agree with the reducer's run of the whole
+/// program (within 1e-9 relative; errors identical), with eager compaction.
+#[test]
+fn sites_left_to_the_interpreter_agree_with_the_reducer() {
+    let seed = std::env::var("NABLA_REV_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5173_fa11_u64);
+    let programs: usize = std::env::var("NABLA_REV_PROGRAMS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+    frontend::with_big_stack(move || {
+        let mut rng = Rng::new(seed);
+        let mut failures = Vec::new();
+        let mut per_form = [0usize; 4];
+        let mut interpreted = 0;
+        for k in 0..programs {
+            let p = program(&mut rng, &Options { nested: true, depth: 3 });
+            let form = rng.below(4);
+            let src = format!("{}{}", p.source, fallback_context(form, p.inputs, &p.point, &mut rng));
+            let reducer = eval(&src).map(|v| reals(&v));
+            let jit = (|| {
+                let (_, mono) = runtime::prepare(&src, "main").map_err(|d| d.to_string())?;
+                let mut ctx = runtime::native::CallCtx::new(runtime::native::DEFAULT_ARENA_LIMIT);
+                ctx.set_compact_min(64);
+                let r = runtime::engine::run_in(&mono, &mut ctx).map_err(|d| d.to_string())?;
+                // No note: the change's site was inactive (`f` ignores its input), so it compiled.
+                let note = r.note.unwrap_or_default();
+                match note.lines().find(|l| !l.contains("`<+>` of a change chosen at run time")) {
+                    Some(l) => Err(format!("another fallback: {l}")),
+                    None => Ok((reals(&r.value), !note.is_empty())),
+                }
+            })();
+            match (&reducer, &jit) {
+                (Ok(a), Ok((b, left))) if close_normwise(a, b) => {
+                    per_form[form as usize] += 1;
+                    interpreted += usize::from(*left);
+                }
+                (Err(a), Err(b)) if a == b => per_form[form as usize] += 1,
+                _ => failures.push(format!("#{k} (form {form}): reducer {reducer:?}, compiled {jit:?}\n{src}")),
+            }
+        }
+        assert!(failures.is_empty(), "{} of {programs} failed:\n\n{}", failures.len(), failures.join("\n\n"));
+        assert!(per_form.iter().all(|&c| c * 8 >= programs), "contexts per form: {per_form:?}");
+        assert!(interpreted * 4 >= programs * 3, "only {interpreted} of {programs} left a site to the interpreter");
     });
 }
