@@ -26,10 +26,11 @@ use crate::value::{Env, Value};
 pub struct Sites {
     interpreted: Rc<Interpreted>,
     /// Per site: the layout of its argument (the tuple of its free locals, the one, or `()`), of
-    /// its result, and how many definitions it needs evaluated (one past the last it names).
-    shapes: Vec<(Layout, Layout, usize)>,
-    /// The definitions the interpreter has evaluated so far.
-    globals: RefCell<Vec<Value>>,
+    /// its result, and the definitions it needs evaluated (those it names and, transitively,
+    /// those they name), in order.
+    shapes: Vec<(Layout, Layout, Vec<usize>)>,
+    /// The definitions the interpreter has evaluated so far (`None`: not yet).
+    globals: RefCell<Vec<Option<Value>>>,
 }
 
 impl std::fmt::Debug for Sites {
@@ -48,9 +49,7 @@ impl Sites {
                     [(_, _, t)] => Layout::of(t),
                     ps => Layout::of(&Type::tuple(ps.iter().map(|(_, _, t)| t.clone()).collect())),
                 };
-                let mut need = 0;
-                globals_named(&s.body, &mut need);
-                (arg, Layout::of(&s.body.ty), need)
+                (arg, Layout::of(&s.body.ty), needed(&interpreted.program, &s.body))
             })
             .collect();
         Sites { interpreted, shapes, globals: RefCell::new(Vec::new()) }
@@ -85,7 +84,7 @@ impl Sites {
         let n = arg_l.words();
         let mut words = (0..n).map(|j| Word(*args.add(j)));
         let arg = to_value(arg_l, &mut words);
-        let value = self.eval(site, arg, *need).map_err(|d| {
+        let value = self.eval(site, arg, need).map_err(|d| {
             let e = NativeError::new(STATUS_INTERPRETED, d.message.clone());
             cx.set_interpreted_error(d);
             e
@@ -98,7 +97,7 @@ impl Sites {
         Ok(())
     }
 
-    fn eval(&self, site: &anf::mono::InterpretedSite, arg: Value, need: usize) -> Result<Value, Diagnostic> {
+    fn eval(&self, site: &anf::mono::InterpretedSite, arg: Value, need: &[usize]) -> Result<Value, Diagnostic> {
         let mut globals = self.globals.borrow_mut();
         eval_site(&self.interpreted.program, site, arg, need, &mut globals)
     }
@@ -116,47 +115,62 @@ pub fn eval_interpreted(
         .ok()
         .and_then(|k| interpreted.sites.get(k))
         .ok_or_else(|| Diagnostic::error(span, format!("internal: no interpreted site {k}")))?;
-    let mut need = 0;
-    globals_named(&site.body, &mut need);
-    eval_site(&interpreted.program, site, arg, need, &mut Vec::new())
+    let need = needed(&interpreted.program, &site.body);
+    eval_site(&interpreted.program, site, arg, &need, &mut Vec::new())
 }
 
-/// Evaluates `site` at `arg` with the definitions of `program` in `globals` (the first `need`
-/// evaluated first, and kept there for later calls).
+/// Evaluates `site` at `arg` with the definitions of `program` in `globals` (those in `need`
+/// evaluated first, in order, and kept there for later calls). Definitions the site does not
+/// need are never evaluated: their slots hold `()`, which nothing reads.
 fn eval_site(
     program: &anf::mono::MonoProgram,
     site: &anf::mono::InterpretedSite,
     arg: Value,
-    need: usize,
-    globals: &mut Vec<Value>,
+    need: &[usize],
+    globals: &mut Vec<Option<Value>>,
 ) -> Result<Value, Diagnostic> {
     let mut it = Interp::new(program);
-    it.globals = std::mem::take(globals);
-    let r = (|| {
-        while it.globals.len() < need.min(program.defs.len()) {
-            let d = &program.defs[it.globals.len()];
-            let v = it.eval(&d.body, &Env::default())?;
-            it.globals.push(v);
+    for &d in need {
+        if globals.len() <= d {
+            globals.resize(d + 1, None);
         }
-        let env = match (site.params.as_slice(), &arg) {
-            ([(id, _, _)], _) => Env::default().bind(*id, arg.clone()),
-            (ps, Value::Tuple(vs)) => {
-                ps.iter().zip(vs.iter()).fold(Env::default(), |env, ((id, _, _), v)| env.bind(*id, v.clone()))
-            }
-            _ => Env::default(),
-        };
-        it.eval(&site.body, &env)
-    })();
-    *globals = std::mem::take(&mut it.globals);
-    r
+        if globals[d].is_none() {
+            it.globals = globals[..d].iter().map(|g| g.clone().unwrap_or(Value::Unit)).collect();
+            globals[d] = Some(it.eval(&program.defs[d].body, &Env::default())?);
+        }
+    }
+    it.globals = globals.iter().map(|g| g.clone().unwrap_or(Value::Unit)).collect();
+    let env = match (site.params.as_slice(), &arg) {
+        ([(id, _, _)], _) => Env::default().bind(*id, arg.clone()),
+        (ps, Value::Tuple(vs)) => {
+            ps.iter().zip(vs.iter()).fold(Env::default(), |env, ((id, _, _), v)| env.bind(*id, v.clone()))
+        }
+        _ => Env::default(),
+    };
+    it.eval(&site.body, &env)
 }
 
-/// Raises `need` to one past every definition `e` names.
-fn globals_named(e: &E, need: &mut usize) {
-    if let ExprKind::Var(_, VarRef::Global(d)) = &e.kind {
-        *need = (*need).max(d.0 as usize + 1);
+/// The definitions of `program` that evaluating `e` reads: those it names and, transitively,
+/// those their bodies name (in order).
+fn needed(program: &anf::mono::MonoProgram, e: &E) -> Vec<usize> {
+    let mut seen = vec![false; program.defs.len()];
+    let mut stack = Vec::new();
+    globals_named(e, &mut stack);
+    while let Some(d) = stack.pop() {
+        if d < seen.len() && !seen[d] {
+            seen[d] = true;
+            globals_named(&program.defs[d].body, &mut stack);
+        }
     }
-    frontend::lin::for_each_child(e, &mut |c| globals_named(c, need));
+    (0..seen.len()).filter(|&d| seen[d]).collect()
+}
+
+/// Pushes every definition `e` names.
+fn globals_named(e: &E, out: &mut Vec<usize>) {
+    if let ExprKind::Var(_, VarRef::Global(d)) = &e.kind {
+        out.push(d.0 as usize);
+    }
+    frontend::lin::for_each_child(e, &mut |c| globals_named(c, out));
 }
 
 /// Writes `v` as words of layout `l` onto `out`, arrays made in `cx`'s arena.

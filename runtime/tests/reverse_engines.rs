@@ -371,3 +371,33 @@ def main = sum (build 4 (fun i -> grad (fun g -> (g * g) <+> (if i > 2 then repl
         assert_eq!(a.message, "index 2 out of bounds for length 2");
     });
 }
+
+/// A definition of plain data that an interpreted site names is passed to it like a free local,
+/// as compiled code computed it, so the interpreter evaluates only the functions the site names:
+/// here `f`, not `xs` or `hot`.
+#[test]
+fn interpreted_sites_take_data_definitions_from_compiled_code() {
+    let src = "def f (c : Bool) (g : Real) = (g * g) <+> (if c then replace 1.0 else gchange realGroup 2.0)
+def xs = build 1000 (fun i -> toReal i * 0.001)
+def hot = fold (fun acc x -> acc + sin x * x) 0.0 xs
+def main = (hot, grad (f (hot > 1.0)) 2.0, grad (f (hot < 1.0)) hot)";
+    frontend::with_big_stack(|| {
+        let (v, note) = both(src);
+        assert_eq!(note.map(|n| n.lines().count()), Some(2));
+        let runtime::value::Value::Tuple(vs) = &v else { panic!("{v}") };
+        assert_eq!(vs[1].to_string(), "0.0");
+        let (_, mono) = runtime::prepare(src, "main").unwrap();
+        let t = adjoint::reverse::transform(&mono).unwrap().unwrap();
+        for site in &t.interpreted.as_ref().unwrap().sites {
+            let params: Vec<&str> = site.params.iter().map(|(_, n, _)| &**n).collect();
+            assert_eq!(params, ["hot"]);
+            let mut named = Vec::new();
+            frontend::lin::visit_free_vars(&site.body, &mut |v| {
+                if let frontend::syntax::ExprKind::Var(n, frontend::syntax::VarRef::Global(_)) = &v.kind {
+                    named.push(n.to_string());
+                }
+            });
+            assert_eq!(named, ["f"]);
+        }
+    });
+}

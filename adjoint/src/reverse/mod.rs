@@ -189,6 +189,19 @@ fn globals(e: &E, f: &mut dyn FnMut(DefId)) {
     frontend::lin::for_each_child(e, &mut |c| globals(c, f));
 }
 
+/// `e` with each definition in `map` read from its local instead.
+fn globals_to_locals(e: &E, map: &FxHashMap<DefId, LocalId>) -> E {
+    match &e.kind {
+        ExprKind::Var(n, VarRef::Global(d)) if map.contains_key(d) => {
+            Expr::new(ExprKind::Var(n.clone(), VarRef::Local(map[d])), e.span, e.ty.clone())
+        }
+        _ => match map_children(e, &mut |c| Ok::<E, ()>(globals_to_locals(c, map))) {
+            Ok(x) => x,
+            Err(()) => e.clone(),
+        },
+    }
+}
+
 fn renumber_globals(e: &E, map: &FxHashMap<DefId, DefId>) -> E {
     match &e.kind {
         ExprKind::Var(n, VarRef::Global(d)) => {
@@ -444,19 +457,35 @@ impl<'m> Transform<'m> {
 
     /// `interp' k args`: the term `e` evaluated by the reference interpreter at run time, at the
     /// values of its free locals `args` (a tuple of them, or the one, or `()`); `nc` says why.
+    /// Definitions of plain data the term names are passed the same way, as compiled code has
+    /// computed them: the interpreter then evaluates only the functions it names (and what they
+    /// read).
     fn interpret(&mut self, e: &E, nc: NotCompiled) -> E {
         let mut params: Vec<(LocalId, Name, Type)> = Vec::new();
-        frontend::lin::visit_free_vars(e, &mut |v| {
-            if let ExprKind::Var(n, VarRef::Local(id)) = &v.kind {
-                if !params.iter().any(|(p, _, _)| p == id) {
-                    params.push((*id, n.clone(), v.ty.clone()));
-                }
+        let mut args: Vec<E> = Vec::new();
+        let mut globals: FxHashMap<DefId, LocalId> = FxHashMap::default();
+        let mut fresh = Vec::new();
+        frontend::lin::visit_free_vars(e, &mut |v| match &v.kind {
+            ExprKind::Var(n, VarRef::Local(id)) if !params.iter().any(|(p, _, _)| p == id) => {
+                params.push((*id, n.clone(), v.ty.clone()));
+                args.push(var(*id, n, &v.ty));
             }
+            ExprKind::Var(n, VarRef::Global(d)) if plain_data(&v.ty) && !globals.contains_key(d) => {
+                fresh.push((*d, n.clone(), v.clone()));
+                globals.insert(*d, LocalId(u32::MAX));
+            }
+            _ => {}
         });
-        let mut args: Vec<E> = params.iter().map(|(id, n, t)| var(*id, n, t)).collect();
+        for (d, n, g) in fresh {
+            let id = self.fresh();
+            globals.insert(d, id);
+            params.push((id, n, g.ty.clone()));
+            args.push(g);
+        }
+        let body = if globals.is_empty() { e.clone() } else { globals_to_locals(e, &globals) };
         let arg = if args.len() == 1 { args.pop().unwrap_or_else(|| tuple(vec![])) } else { tuple(args) };
         let k = self.interpreted.len() as i64;
-        self.interpreted.push(InterpretedSite { params, body: e.clone(), what: nc.what, span: nc.span });
+        self.interpreted.push(InterpretedSite { params, body, what: nc.what, span: nc.span });
         self.sites += 1;
         at_span(call(Builtin::Interp, &[int(k), arg], e.ty.clone()), e.span)
     }
