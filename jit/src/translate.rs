@@ -16,7 +16,7 @@ use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch};
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId as ClFuncId, Module as _};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::abi::{
     COMPACT_BEGIN_SYMBOL, CTX_ALLOC_END, CTX_ALLOC_PTR, CTX_COLLECTIONS_MADE, CTX_COMPACT_BOUND, CTX_SCOPE_BOUND,
@@ -143,6 +143,56 @@ struct Translator<'a, 'b> {
     ret_slot: Option<cl::StackSlot>,
     /// The instruction after the one being translated in its block.
     following: Option<ir::Inst>,
+    /// Loop-leaving branches emitted with their targets swapped ([`loop_exits`]).
+    swapped: FxHashSet<ir::Inst>,
+}
+
+/// The `brif`s whose true target stays in a loop that their false target leaves (a loop's test
+/// `brif i < n, body, exit`). They are emitted as `brif !c, exit, body`: Cranelift elaborates the
+/// dominator-tree children of a block in the order that puts the false target's subtree first,
+/// and its loop-invariant code motion forgets a loop once it has elaborated a block outside it,
+/// so with the exit first nothing in the body was hoisted (a loop-invariant `2.0 / toReal s`
+/// was recomputed at every element). Swapped, the body comes first and keeps the loop.
+fn loop_exits(irf: &ir::Function) -> FxHashSet<ir::Inst> {
+    let doms = ir::cfg::Dominators::compute(irf);
+    let mut preds: FxHashMap<ir::Block, Vec<ir::Block>> = FxHashMap::default();
+    for &b in &irf.layout {
+        for s in ir::cfg::successors(irf, b) {
+            preds.entry(s).or_default().push(b);
+        }
+    }
+    let mut out = FxHashSet::default();
+    for &h in &irf.layout {
+        if !doms.is_reachable(h) {
+            continue;
+        }
+        // The natural loop of `h`: the blocks reaching a back edge into `h` without passing `h`.
+        let mut body: FxHashSet<ir::Block> = FxHashSet::default();
+        let mut work: Vec<ir::Block> = Vec::new();
+        for &p in preds.get(&h).map_or(&[][..], Vec::as_slice) {
+            if doms.is_reachable(p) && doms.dominates(h, p) {
+                work.push(p);
+            }
+        }
+        if work.is_empty() {
+            continue;
+        }
+        body.insert(h);
+        while let Some(b) = work.pop() {
+            if body.insert(b) {
+                work.extend(preds.get(&b).map_or(&[][..], Vec::as_slice).iter().copied());
+            }
+        }
+        for &b in &body {
+            let Some(&last) = irf.blocks[b].insts.last() else { continue };
+            if let ir::Op::Brif(_, t, e) = &irf.insts[last].op {
+                if t.block != h && body.contains(&t.block) && !body.contains(&e.block) {
+                    out.insert(last);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Translates `irf` into `func` (whose signature must already be set).
@@ -174,6 +224,7 @@ pub(crate) fn translate_function(
         func_refs: FxHashMap::default(),
         ret_slot: None,
         following: None,
+        swapped: loop_exits(irf),
     };
     let ir_entry = irf.entry().ok_or("function has no entry block")?;
     let first_param = if out.is_some() { 2 } else { 1 };
@@ -655,7 +706,14 @@ impl<'a, 'b> Translator<'a, 'b> {
                 let c = self.v(*c)?;
                 let (tb, targs) = self.block_call(t)?;
                 let (eb, eargs) = self.block_call(e)?;
-                self.b.ins().brif(c, tb, &targs, eb, &eargs);
+                if self.swapped.contains(&inst) {
+                    // A loop's exit test, false target first (see `loop_exits`); Cranelift folds
+                    // the negated comparison into its complement.
+                    let not = self.b.ins().icmp_imm_u(IntCC::Equal, c, 0);
+                    self.b.ins().brif(not, eb, &eargs, tb, &targs);
+                } else {
+                    self.b.ins().brif(c, tb, &targs, eb, &eargs);
+                }
             }
             ir::Op::Switch(v, cases) => self.switch(*v, cases)?,
             ir::Op::Return(vs) => {

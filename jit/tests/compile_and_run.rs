@@ -245,6 +245,57 @@ fn a_loop_compiles_to_a_native_loop_without_calls() {
     assert_eq!(calls(&listing), 1, "{listing}");
 }
 
+/// `3.0 / toReal s`, loop-invariant, added up `n` times.
+const INVARIANT: &str = "\
+fn @scaled(i64, i64) -> f64 {
+b0(v0: i64, v1: i64):
+    v2 = itof v1
+    v3 = fconst 3.0
+    v4 = fdiv v3, v2
+    v5 = fconst 0.0
+    v6 = iconst 0
+    jump b1(v6, v5)
+b1(v7: i64, v8: f64):
+    v9 = icmp lt v7, v0
+    brif v9, b2, b3
+b2:
+    v10 = fadd v8, v4
+    v11 = iconst 1
+    v12 = iadd v7, v11
+    jump b1(v12, v10)
+b3:
+    return v8
+}
+";
+
+/// A loop's exit test is emitted with its exit first, so Cranelift's loop-invariant code motion
+/// keeps the loop: the division is computed once, before the loop, not at every iteration.
+#[test]
+fn loop_invariant_code_stays_out_of_the_loop() {
+    let mut j = jit();
+    let m = parse(INVARIANT).unwrap();
+    let listing = j.disassemble(&m, m.func_by_name("scaled").unwrap()).unwrap();
+    let lines: Vec<&str> = listing.lines().map(str::trim).collect();
+    let label_at = |k: &str| lines.iter().position(|l| *l == format!("block{k}:"));
+    // Backward branches: `[header, branch]` line ranges of the loops.
+    let mut loops = Vec::new();
+    for (at, l) in lines.iter().enumerate() {
+        for target in l.split_whitespace().filter_map(|w| w.strip_prefix("label")) {
+            if let Some(h) = label_at(target.trim_end_matches(';')).filter(|h| *h < at) {
+                loops.push((h, at));
+            }
+        }
+    }
+    assert!(!loops.is_empty(), "no loop in\n{listing}");
+    let divs: Vec<usize> = (0..lines.len()).filter(|i| lines[*i].contains("divsd")).collect();
+    assert_eq!(divs.len(), 1, "{listing}");
+    assert!(loops.iter().all(|(h, b)| !(*h..=*b).contains(&divs[0])), "the division is in a loop:\n{listing}");
+    let (m, c) = compile(&mut j, INVARIANT);
+    let mut ctx = TestCtx::new(1 << 20);
+    let r = call(&m, &c, &mut ctx, "scaled", &[Word::from_i64(4), Word::from_i64(2)]).unwrap()[0];
+    assert_eq!(r.as_f64(), 6.0);
+}
+
 #[test]
 fn out_of_bounds_index_is_a_clean_error() {
     let mut j = jit();

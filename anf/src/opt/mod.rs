@@ -1,4 +1,6 @@
-//! IR optimisation between lowering and the JIT: inlining of small non-recursive functions, then
+//! IR optimisation between lowering and the JIT: constant results of calls given to their callers
+//! (a closure's tag known where it is applied, so its `switch` folds before call sites are counted:
+//! `returns`), inlining of small non-recursive functions, then
 //! local clean-up (copy propagation, constant folding, store-to-load forwarding through fresh
 //! records, branch folding, block merging, dead code), redundancy elimination in each block
 //! (repeated operations, array lengths, bounds checks and loads; overwritten stores: `cse`),
@@ -25,6 +27,7 @@ mod cse;
 mod inline;
 mod maps;
 mod order;
+mod returns;
 mod scopes;
 mod simplify;
 
@@ -106,6 +109,8 @@ fn run<E>(
     }
     let facts = simplify::ModuleFacts::of(module);
     let order = callees_first(module);
+    // Before the inliner counts call sites: calls whose tag is known dispatch directly.
+    returns::propagate(module, &order, &facts, check)?;
     let recursive = recursive_functions(module);
     let mut call_sites = vec![0usize; module.funcs.len()];
     for f in module.funcs.values() {

@@ -613,6 +613,46 @@ b3(v7: i64):
 }
 
 /// Big functions with one call site are inlined; big functions called twice are not.
+/// Two closures of one type, each made by a call of a function returning it (lowering's
+/// application of a curried λ) and applied through a `switch` over both tags: every constant
+/// result of a callee is known to its callers before the inliner counts call sites, so each
+/// `switch` folds to its one case, each big tag function has the single call site it really has
+/// and is inlined, and both environments are forwarded.
+#[test]
+fn constant_results_of_calls_fold_switches_before_inlining() {
+    let mut body = String::new();
+    for i in 0..60 {
+        body.push_str(&format!("    v{} = iadd v{}, v1\n", i + 3, i + 2));
+    }
+    let big = |name: &str, op: &str| {
+        format!("fn @{name}(ptr, i64) -> i64 {{\nb0(v0: ptr, v1: i64):\n    v2 = load.i64 v0+0\n{}    v63 = {op} v62, v2\n    return v63\n}}\n", body)
+    };
+    let make = |name: &str, tag: &str| {
+        format!("fn @{name}(i64) -> (i64, ptr) {{\nb0(v0: i64):\n    v1 = alloc 8\n    store v0, v1+0\n    v2 = tag {tag}\n    return v2, v1\n}}\n")
+    };
+    let apply = |x: usize, tag: usize, env: usize, r: usize, blk: usize| {
+        format!(
+            "    switch v{tag}, [t0: b{b1}, t1: b{b2}]\nb{b1}:\n    v{r1} = call @big_a(v{env}, v{x})\n    jump b{b3}(v{r1})\nb{b2}:\n    v{r2} = call @big_b(v{env}, v{x})\n    jump b{b3}(v{r2})\nb{b3}(v{r}: i64):\n",
+            b1 = blk, b2 = blk + 1, b3 = blk + 2, r1 = r + 1, r2 = r + 2
+        )
+    };
+    let text = format!(
+        "tag t0 = @big_a env(i64)\ntag t1 = @big_b env(i64)\n\nfn @main(i64) -> i64 {{\nb0(v0: i64):\n    v1, v2 = call @make_a(v0)\n{}    v10, v11 = call @make_b(v3)\n{}    return v12\n}}\n\n{}\n{}\n{}\n{}",
+        apply(0, 1, 2, 3, 1),
+        apply(3, 10, 11, 12, 4),
+        make("make_a", "t0"),
+        make("make_b", "t1"),
+        big("big_a", "isub"),
+        big("big_b", "imul"),
+    );
+    let out = opt(&text);
+    for gone in ["switch", "call", "alloc", "load", "store"] {
+        assert_eq!(count(&out, "main", gone), 0, "`{gone}` left in\n{out}");
+    }
+    assert_eq!(count(&out, "main", "iadd"), 120, "{out}");
+    assert_eq!((count(&out, "main", "isub"), count(&out, "main", "imul")), (1, 1), "{out}");
+}
+
 #[test]
 fn size_threshold_and_single_call_sites() {
     let mut body = String::new();
