@@ -822,6 +822,11 @@ pub struct GroupDelta {
     entries: usize,
     /// The sum of the Int amounts' magnitudes: at least every multiplicity of the change.
     abs_sum: u64,
+    /// Does a root hold numbers (which `clear` zeroes), not only collections?
+    root_scalars: bool,
+    /// For a map of Int keys to bags of Ints: the key and bag of the last `add` since `clear`
+    /// (a change usually adds to one document's bag twice: one probe of the map, not two).
+    last_bag: Option<(i64, *mut NBag)>,
 }
 
 impl std::fmt::Debug for GroupDelta {
@@ -848,11 +853,18 @@ impl GroupDelta {
             path: Vec::new(),
             entries: 0,
             abs_sum: 0,
+            root_scalars: false,
+            last_bag: None,
         };
         for (c, l) in components(&d.layout).iter().enumerate() {
             let at = d.offsets[c];
             zero_into(&mut d.store, l, &mut d.roots[at..at + l.words()]);
         }
+        d.root_scalars = components(&d.layout).iter().any(|l| {
+            let mut words = vec![1; l.words()];
+            zero_scalars(l, &mut words);
+            words.contains(&0)
+        });
         // What the roots hold stays theirs: `clear` empties it in place.
         d.store.roots = (d.store.bags.len(), d.store.maps.len());
         // A component that is one bag or map has a record that never changes: made once here.
@@ -885,9 +897,12 @@ impl GroupDelta {
     /// Removes every entry (the change becomes nil), keeping the tables for the next change.
     pub fn clear(&mut self) {
         self.store.release();
-        for (c, l) in components(&self.layout).iter().enumerate() {
-            let at = self.offsets[c];
-            zero_scalars(l, &mut self.roots[at..at + l.words()]);
+        self.last_bag = None;
+        if self.root_scalars {
+            for (c, l) in components(&self.layout).iter().enumerate() {
+                let at = self.offsets[c];
+                zero_scalars(l, &mut self.roots[at..at + l.words()]);
+            }
         }
         self.entries = 0;
         self.abs_sum = 0;
@@ -902,14 +917,22 @@ impl GroupDelta {
         // A map of Int keys to bags of Ints (documents as bags of words), without the walk below.
         if let (Layout::Map(kl, vl), [Key::Int(k), Key::Int(x)], Leaf::Int) = (&self.layout, path, leaf) {
             if **kl == Layout::Int && matches!(&**vl, Layout::Bag(e) if **e == Layout::Int) {
-                // SAFETY: the root is the store's map of bags (`GroupDelta::new`).
-                let map = unsafe { &mut *(self.roots[0] as *mut NMap) };
-                let (slot, new) = map.slot(&[*k as u64]).map_err(|e| e.to_string())?;
-                if new {
-                    slot[0] = self.store.fresh_bag(1) as u64;
-                }
-                // SAFETY: a bag of the store.
-                unsafe { (*(slot[0] as *mut NBag)).insert(&[*x as u64], amount as i64) }.map_err(|e| e.to_string())?;
+                let bag = match self.last_bag {
+                    Some((last, bag)) if last == *k => bag,
+                    _ => {
+                        // SAFETY: the root is the store's map of bags (`GroupDelta::new`).
+                        let map = unsafe { &mut *(self.roots[0] as *mut NMap) };
+                        let (slot, new) = map.slot(&[*k as u64]).map_err(|e| e.to_string())?;
+                        if new {
+                            slot[0] = self.store.fresh_bag(1) as u64;
+                        }
+                        let bag = slot[0] as *mut NBag;
+                        self.last_bag = Some((*k, bag));
+                        bag
+                    }
+                };
+                // SAFETY: a bag of the store, bound at `k` in the root map since the last `clear`.
+                unsafe { (*bag).insert(&[*x as u64], amount as i64) }.map_err(|e| e.to_string())?;
                 self.entries += 1;
                 return Ok(());
             }
@@ -1007,12 +1030,13 @@ impl DeltaStore {
             m.recycle(kw, vw);
             m.set_persistent();
         }
-        for b in self.bags.drain(rb..) {
+        // (Popped, not drained: a change holds a few collections, and a drain costs more.)
+        while let Some(b) = if self.bags.len() > rb { self.bags.pop() } else { None } {
             if keep(self.spare_bags.len(), b.capacity()) {
                 self.spare_bags.push(b);
             }
         }
-        for m in self.maps.drain(rm..) {
+        while let Some(m) = if self.maps.len() > rm { self.maps.pop() } else { None } {
             if keep(self.spare_maps.len(), m.capacity()) {
                 self.spare_maps.push(m);
             }

@@ -40,7 +40,8 @@ fn main() {
         let batch = (start..(start + 100).min(docs)).map(|d| doc_change(d, (0..1000).map(|w| (word(d, w), 1))));
         driver.update(&gchange(batch)).expect("documents added");
     }
-    let d = docs / 2;
+    // The changed document (the middle one unless a third argument names another).
+    let d = arg(3, docs / 2).min(docs - 1);
     let (from, to) = (word(d, 0), (word(d, 0) + 1) % 1000);
     let there = gchange([doc_change(d, [(from, -1), (to, 1)])]);
     let back = gchange([doc_change(d, [(to, -1), (from, 1)])]);
