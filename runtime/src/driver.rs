@@ -824,6 +824,8 @@ pub struct GroupDelta {
     abs_sum: u64,
     /// Does a root hold numbers (which `clear` zeroes), not only collections?
     root_scalars: bool,
+    /// Is the input a map of Int keys to bags of Ints (documents as bags of words)?
+    int_bags: bool,
     /// For a map of Int keys to bags of Ints: the key and bag of the last `add` since `clear`
     /// (a change usually adds to one document's bag twice: one probe of the map, not two).
     last_bag: Option<(i64, *mut NBag)>,
@@ -854,8 +856,11 @@ impl GroupDelta {
             entries: 0,
             abs_sum: 0,
             root_scalars: false,
+            int_bags: false,
             last_bag: None,
         };
+        d.int_bags = matches!(&d.layout, Layout::Map(kl, vl)
+            if **kl == Layout::Int && matches!(&**vl, Layout::Bag(e) if **e == Layout::Int));
         for (c, l) in components(&d.layout).iter().enumerate() {
             let at = d.offsets[c];
             zero_into(&mut d.store, l, &mut d.roots[at..at + l.words()]);
@@ -915,8 +920,8 @@ impl GroupDelta {
 
     fn push(&mut self, path: &[Key], leaf: Leaf, amount: u64) -> Result<(), String> {
         // A map of Int keys to bags of Ints (documents as bags of words), without the walk below.
-        if let (Layout::Map(kl, vl), [Key::Int(k), Key::Int(x)], Leaf::Int) = (&self.layout, path, leaf) {
-            if **kl == Layout::Int && matches!(&**vl, Layout::Bag(e) if **e == Layout::Int) {
+        if let ([Key::Int(k), Key::Int(x)], Leaf::Int) = (path, leaf) {
+            if self.int_bags {
                 let bag = match self.last_bag {
                     Some((last, bag)) if last == *k => bag,
                     _ => {
@@ -1318,6 +1323,31 @@ struct Garbage {
 }
 
 fn commit(state: &mut CallCtx, l: &Layout, slot: &mut [Word], change: &[Word], garbage: &mut Garbage) {
+    // The common shapes first, without the walk: a `gchange` of one map in `mapGroup intGroup`
+    // (the histogram) or `mapGroup bagGroup` (documents as bags).
+    if let (Layout::Map(_, vl), [kind, payload], [target]) = (l, change, &mut *slot) {
+        if kind.as_i64() == 1 {
+            // SAFETY: a group change made for layout `l` (a group record, then the map), and
+            // `target` the state's map.
+            unsafe {
+                let p = payload.as_ptr::<u64>();
+                let gp = Word(*p).as_ptr::<u64>();
+                if *gp == 3 {
+                    let inner = *Word(*gp.add(1)).as_ptr::<u64>();
+                    let (dst, src) = (&mut *target.as_ptr::<NMap>(), native::map_ref(Word(*p.add(1))));
+                    match (&**vl, inner) {
+                        (Layout::Int, 0) => {
+                            // Same widths by typing: cannot fail.
+                            let _ = dst.add_ints(src);
+                            return;
+                        }
+                        (Layout::Bag(_), 2) => return add_bags(state, vl, dst, src, garbage),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
     let mut si = 0;
     let mut ci = 0;
     commit_at(state, l, slot, &mut si, change, &mut ci, garbage);
@@ -1450,28 +1480,7 @@ unsafe fn group_apply(state: &mut CallCtx, l: &Layout, g: Word, slot: &mut [Word
                 return;
             }
             if matches!(**vl, Layout::Bag(_)) && *inner.as_ptr::<u64>() == 2 {
-                // `bagGroup` values (documents as bags): each changed bag added in place, an
-                // emptied one unbound (garbage), a new one copied in.
-                for (k, v) in src.entries() {
-                    let add = native::bag_ref(Word(v[0]));
-                    match dst.get_mut(k) {
-                        Some(cur) => {
-                            let bag = &mut *(cur[0] as *mut NBag);
-                            // Same key width by typing, multiplicities checked by `commit_fits`.
-                            let _ = bag.add_scaled(add, 1);
-                            if bag.is_empty() {
-                                garbage.collections += 1;
-                                dst.remove(k);
-                            }
-                        }
-                        None if add.is_empty() => {}
-                        None => {
-                            let copied = copy_into(state, vl, as_words(v));
-                            let _ = dst.set(k, raw(&copied));
-                        }
-                    }
-                }
-                return;
+                return add_bags(state, vl, dst, src, garbage);
             }
             // Keys in any order: each key's update is independent (builtin groups commute).
             for (k, v) in src.entries() {
@@ -1503,6 +1512,33 @@ unsafe fn group_apply(state: &mut CallCtx, l: &Layout, g: Word, slot: &mut [Word
         }
         // A user's group: `update` recomputes instead (`user_group_in`), never gets here.
         _ => {}
+    }
+}
+
+/// `dst ⊕ src` in `mapGroup bagGroup` (documents as bags), in place: each changed bag added in
+/// place, an emptied one unbound (garbage), a new one copied in.
+///
+/// # Safety
+/// `dst` a map of the state and `src` a live map of bags of layout `vl`.
+unsafe fn add_bags(state: &mut CallCtx, vl: &Layout, dst: &mut NMap, src: &NMap, garbage: &mut Garbage) {
+    for (k, v) in src.entries() {
+        let add = native::bag_ref(Word(v[0]));
+        match dst.get_mut(k) {
+            Some(cur) => {
+                let bag = &mut *(cur[0] as *mut NBag);
+                // Same key width by typing, multiplicities checked by `commit_fits`.
+                let _ = bag.add_scaled(add, 1);
+                if bag.is_empty() {
+                    garbage.collections += 1;
+                    dst.remove(k);
+                }
+            }
+            None if add.is_empty() => {}
+            None => {
+                let copied = copy_into(state, vl, as_words(v));
+                let _ = dst.set(k, raw(&copied));
+            }
+        }
     }
 }
 
