@@ -235,6 +235,7 @@ impl Bag {
 
     /// Adds `mult` to `key`'s multiplicity, dropping the key when it reaches zero; a sum out of
     /// Int's range is [`CollectionError::Overflow`] (and leaves the bag as it was).
+    #[inline]
     pub fn insert(&mut self, key: &[u64], mult: i64) -> Result<(), CollectionError> {
         if key.len() != self.key_words {
             return Err(CollectionError::WidthMismatch { expected: self.key_words, found: key.len() });
@@ -385,6 +386,7 @@ impl Bag {
     }
 
     /// Empties the bag for reuse with keys `key_words` wide, keeping its tables' capacity.
+    #[inline]
     pub fn recycle(&mut self, key_words: usize) {
         self.key_words = key_words;
         self.short.clear();
@@ -527,6 +529,7 @@ fn sort_short_keys(es: &mut [[u64; 3]], buf: &mut Vec<[u64; 3]>) {
 }
 
 /// Adds `mult` to `key`'s count, dropping it at zero; a sum out of Int's range is an overflow.
+#[inline]
 fn add_count<K: Hash + Eq>(map: &mut FxHashMap<K, i64>, key: K, mult: i64) -> Result<(), CollectionError> {
     if mult == 0 {
         return Ok(());
@@ -609,6 +612,7 @@ impl Map {
     }
 
     /// The value at `key`, to update in place.
+    #[inline]
     pub fn get_mut(&mut self, key: &[u64]) -> Option<&mut [u64]> {
         if self.is_narrow() {
             return match key {
@@ -731,6 +735,7 @@ impl Map {
 
     /// The value at `key` to update in place, bound first to zero words if `key` is unbound
     /// (then `true`): one hash and probe where `get_mut` then `set` would take two.
+    #[inline]
     pub fn slot(&mut self, key: &[u64]) -> Result<(&mut [u64], bool), CollectionError> {
         if key.len() != self.key_words {
             return Err(CollectionError::WidthMismatch { expected: self.key_words, found: key.len() });
@@ -756,6 +761,7 @@ impl Map {
 
     /// Adds `n` (wrapping, as Int arithmetic) to the one-word value at `key`, an unbound key
     /// counting as zero; the key is unbound if the sum is zero. One probe for one-word maps.
+    #[inline]
     pub fn add_int(&mut self, key: &[u64], n: u64) -> Result<(), CollectionError> {
         if self.value_words != 1 {
             return Err(CollectionError::WidthMismatch { expected: 1, found: self.value_words });

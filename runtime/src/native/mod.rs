@@ -258,7 +258,9 @@ impl CallCtx {
         self.kept_maps.clear();
         self.graveyard.0.clear();
         self.graveyard.1.clear();
-        self.side.reset(&mut CtxHeader::empty());
+        if !self.side.holds_nothing() {
+            self.side.reset(&mut CtxHeader::empty());
+        }
         self.arena.reset(&mut self.header);
     }
 
