@@ -967,6 +967,12 @@ impl GroupDelta {
         out: &mut Vec<Word>,
         buf: &mut Vec<u64>,
     ) -> Result<(), String> {
+        // The common case first: one component that is one bag or map (its record made once).
+        if let [Some(r)] = &self.records[..] {
+            out.push(Word::from_i64(1));
+            out.push(Word::from_ptr(r.as_ptr()));
+            return Ok(());
+        }
         for (c, (l, g)) in components(&self.layout).iter().zip(groups).enumerate() {
             if let Some(r) = &self.records[c] {
                 out.push(Word::from_i64(1));
@@ -1735,6 +1741,10 @@ fn holds_collections(l: &Layout) -> bool {
 /// # Safety
 /// `change` must be live change words for layout `l`.
 unsafe fn user_group_in(l: &Layout, change: &[Word]) -> bool {
+    // The common case first: one change, not a tuple of them.
+    if let (false, [kind, payload]) = (matches!(l, Layout::Tuple(_)), change) {
+        return kind.as_i64() == 1 && group_has_user(Word(*payload.as_ptr::<u64>()), l);
+    }
     fn group_has_user(mut g: Word, mut l: &Layout) -> bool {
         // SAFETY: group records made by compiled code, shaped by `l`.
         unsafe {
