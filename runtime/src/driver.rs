@@ -1527,6 +1527,29 @@ unsafe fn group_apply(state: &mut CallCtx, l: &Layout, g: Word, slot: &mut [Word
 /// # Safety
 /// `dst` a map of the state and `src` a live map of bags of layout `vl`.
 unsafe fn add_bags(state: &mut CallCtx, vl: &Layout, dst: &mut NMap, src: &NMap, garbage: &mut Garbage) {
+    // Documents keyed by one word (an Int): the table walked directly.
+    if let Some(entries) = src.word_entries() {
+        for (k, v) in entries {
+            let add = native::bag_ref(Word(v));
+            match dst.get_mut(&[k]) {
+                Some(cur) => {
+                    let bag = &mut *(cur[0] as *mut NBag);
+                    // Same key width by typing, multiplicities checked by `commit_fits`.
+                    let _ = bag.add_scaled(add, 1);
+                    if bag.is_empty() {
+                        garbage.collections += 1;
+                        dst.remove(&[k]);
+                    }
+                }
+                None if add.is_empty() => {}
+                None => {
+                    let copied = copy_into(state, vl, &[Word(v)]);
+                    let _ = dst.set(&[k], raw(&copied));
+                }
+            }
+        }
+        return;
+    }
     for (k, v) in src.entries() {
         let add = native::bag_ref(Word(v[0]));
         match dst.get_mut(k) {

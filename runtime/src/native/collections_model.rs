@@ -396,6 +396,17 @@ fn one_word_maps_agree_with_a_model_through_slots_records_and_recycling() {
                 listed.sort();
                 let want: Vec<(Vec<i64>, Vec<u64>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
                 assert_eq!(listed, want, "{what}: entries");
+                // `word_entries`: the same pairs for one-word keys and values, none for others.
+                match map.word_entries() {
+                    Some(pairs) => {
+                        assert_eq!((kw, vw), (1, 1), "{what}: word entries of wider entries");
+                        let mut pairs: Vec<(Vec<i64>, Vec<u64>)> =
+                            pairs.map(|(k, v)| (vec![k as i64], vec![v])).collect();
+                        pairs.sort();
+                        assert_eq!(pairs, want, "{what}: word entries");
+                    }
+                    None => assert_ne!((kw, vw), (1, 1), "{what}: no word entries of one-word entries"),
+                }
                 assert_eq!(map.value_slots().count(), model.len(), "{what}: value slots");
                 // A key of the wrong width is in no map.
                 assert_eq!(map.get(&vec![0; kw + 1]), None, "{what}: a wider key");
