@@ -889,8 +889,35 @@ impl GroupDelta {
 
     /// Adds `n` to the Int (or bag multiplicity) at `path`.
     pub fn add(&mut self, path: &[Key], n: i64) -> Result<(), String> {
-        self.push(path, Leaf::Int, n as u64)?;
+        match (path, self.int_bags) {
+            ([Key::Int(k), Key::Int(x)], true) => self.add_to_document(*k, *x, n)?,
+            _ => self.push(path, Leaf::Int, n as u64)?,
+        }
         self.abs_sum = self.abs_sum.saturating_add(n.unsigned_abs());
+        Ok(())
+    }
+
+    /// `add` of `n` times word `x` to the bag at `k` of a map of Int keys to bags of Ints
+    /// (documents as bags of words), without the walk of `push`.
+    #[inline]
+    fn add_to_document(&mut self, k: i64, x: i64, n: i64) -> Result<(), String> {
+        let bag = match self.last_bag {
+            Some((last, bag)) if last == k => bag,
+            _ => {
+                // SAFETY: the root is the store's map of bags (`GroupDelta::new`).
+                let map = unsafe { &mut *(self.roots[0] as *mut NMap) };
+                let (slot, new) = map.slot(&[k as u64]).map_err(|e| e.to_string())?;
+                if new {
+                    slot[0] = self.store.fresh_bag(1) as u64;
+                }
+                let bag = slot[0] as *mut NBag;
+                self.last_bag = Some((k, bag));
+                bag
+            }
+        };
+        // SAFETY: a bag of the store, bound at `k` in the root map since the last `clear`.
+        unsafe { (*bag).insert(&[x as u64], n) }.map_err(|e| e.to_string())?;
+        self.entries += 1;
         Ok(())
     }
 
@@ -919,28 +946,8 @@ impl GroupDelta {
     }
 
     fn push(&mut self, path: &[Key], leaf: Leaf, amount: u64) -> Result<(), String> {
-        // A map of Int keys to bags of Ints (documents as bags of words), without the walk below.
-        if let ([Key::Int(k), Key::Int(x)], Leaf::Int) = (path, leaf) {
-            if self.int_bags {
-                let bag = match self.last_bag {
-                    Some((last, bag)) if last == *k => bag,
-                    _ => {
-                        // SAFETY: the root is the store's map of bags (`GroupDelta::new`).
-                        let map = unsafe { &mut *(self.roots[0] as *mut NMap) };
-                        let (slot, new) = map.slot(&[*k as u64]).map_err(|e| e.to_string())?;
-                        if new {
-                            slot[0] = self.store.fresh_bag(1) as u64;
-                        }
-                        let bag = slot[0] as *mut NBag;
-                        self.last_bag = Some((*k, bag));
-                        bag
-                    }
-                };
-                // SAFETY: a bag of the store, bound at `k` in the root map since the last `clear`.
-                unsafe { (*bag).insert(&[*x as u64], amount as i64) }.map_err(|e| e.to_string())?;
-                self.entries += 1;
-                return Ok(());
-            }
+        if let ([Key::Int(k), Key::Int(x)], Leaf::Int, true) = (path, leaf, self.int_bags) {
+            return self.add_to_document(*k, *x, amount as i64);
         }
         self.path.clear();
         path_words(&self.layout, path, leaf, &mut self.path)?;
