@@ -822,6 +822,13 @@ pub struct GroupDelta {
     entries: usize,
     /// The sum of the Int amounts' magnitudes: at least every multiplicity of the change.
     abs_sum: u64,
+    /// Does a root hold numbers (which `clear` zeroes), not only collections?
+    root_scalars: bool,
+    /// Is the input a map of Int keys to bags of Ints (documents as bags of words)?
+    int_bags: bool,
+    /// For a map of Int keys to bags of Ints: the key and bag of the last `add` since `clear`
+    /// (a change usually adds to one document's bag twice: one probe of the map, not two).
+    last_bag: Option<(i64, *mut NBag)>,
 }
 
 impl std::fmt::Debug for GroupDelta {
@@ -848,11 +855,21 @@ impl GroupDelta {
             path: Vec::new(),
             entries: 0,
             abs_sum: 0,
+            root_scalars: false,
+            int_bags: false,
+            last_bag: None,
         };
+        d.int_bags = matches!(&d.layout, Layout::Map(kl, vl)
+            if **kl == Layout::Int && matches!(&**vl, Layout::Bag(e) if **e == Layout::Int));
         for (c, l) in components(&d.layout).iter().enumerate() {
             let at = d.offsets[c];
             zero_into(&mut d.store, l, &mut d.roots[at..at + l.words()]);
         }
+        d.root_scalars = components(&d.layout).iter().any(|l| {
+            let mut words = vec![1; l.words()];
+            zero_scalars(l, &mut words);
+            words.contains(&0)
+        });
         // What the roots hold stays theirs: `clear` empties it in place.
         d.store.roots = (d.store.bags.len(), d.store.maps.len());
         // A component that is one bag or map has a record that never changes: made once here.
@@ -872,8 +889,35 @@ impl GroupDelta {
 
     /// Adds `n` to the Int (or bag multiplicity) at `path`.
     pub fn add(&mut self, path: &[Key], n: i64) -> Result<(), String> {
-        self.push(path, Leaf::Int, n as u64)?;
+        match (path, self.int_bags) {
+            ([Key::Int(k), Key::Int(x)], true) => self.add_to_document(*k, *x, n)?,
+            _ => self.push(path, Leaf::Int, n as u64)?,
+        }
         self.abs_sum = self.abs_sum.saturating_add(n.unsigned_abs());
+        Ok(())
+    }
+
+    /// `add` of `n` times word `x` to the bag at `k` of a map of Int keys to bags of Ints
+    /// (documents as bags of words), without the walk of `push`.
+    #[inline]
+    fn add_to_document(&mut self, k: i64, x: i64, n: i64) -> Result<(), String> {
+        let bag = match self.last_bag {
+            Some((last, bag)) if last == k => bag,
+            _ => {
+                // SAFETY: the root is the store's map of bags (`GroupDelta::new`).
+                let map = unsafe { &mut *(self.roots[0] as *mut NMap) };
+                let (slot, new) = map.slot(&[k as u64]).map_err(|e| e.to_string())?;
+                if new {
+                    slot[0] = self.store.fresh_bag(1) as u64;
+                }
+                let bag = slot[0] as *mut NBag;
+                self.last_bag = Some((k, bag));
+                bag
+            }
+        };
+        // SAFETY: a bag of the store, bound at `k` in the root map since the last `clear`.
+        unsafe { (*bag).insert(&[x as u64], n) }.map_err(|e| e.to_string())?;
+        self.entries += 1;
         Ok(())
     }
 
@@ -885,9 +929,12 @@ impl GroupDelta {
     /// Removes every entry (the change becomes nil), keeping the tables for the next change.
     pub fn clear(&mut self) {
         self.store.release();
-        for (c, l) in components(&self.layout).iter().enumerate() {
-            let at = self.offsets[c];
-            zero_scalars(l, &mut self.roots[at..at + l.words()]);
+        self.last_bag = None;
+        if self.root_scalars {
+            for (c, l) in components(&self.layout).iter().enumerate() {
+                let at = self.offsets[c];
+                zero_scalars(l, &mut self.roots[at..at + l.words()]);
+            }
         }
         self.entries = 0;
         self.abs_sum = 0;
@@ -899,20 +946,8 @@ impl GroupDelta {
     }
 
     fn push(&mut self, path: &[Key], leaf: Leaf, amount: u64) -> Result<(), String> {
-        // A map of Int keys to bags of Ints (documents as bags of words), without the walk below.
-        if let (Layout::Map(kl, vl), [Key::Int(k), Key::Int(x)], Leaf::Int) = (&self.layout, path, leaf) {
-            if **kl == Layout::Int && matches!(&**vl, Layout::Bag(e) if **e == Layout::Int) {
-                // SAFETY: the root is the store's map of bags (`GroupDelta::new`).
-                let map = unsafe { &mut *(self.roots[0] as *mut NMap) };
-                let (slot, new) = map.slot(&[*k as u64]).map_err(|e| e.to_string())?;
-                if new {
-                    slot[0] = self.store.fresh_bag(1) as u64;
-                }
-                // SAFETY: a bag of the store.
-                unsafe { (*(slot[0] as *mut NBag)).insert(&[*x as u64], amount as i64) }.map_err(|e| e.to_string())?;
-                self.entries += 1;
-                return Ok(());
-            }
+        if let ([Key::Int(k), Key::Int(x)], Leaf::Int, true) = (path, leaf, self.int_bags) {
+            return self.add_to_document(*k, *x, amount as i64);
         }
         self.path.clear();
         path_words(&self.layout, path, leaf, &mut self.path)?;
@@ -939,6 +974,12 @@ impl GroupDelta {
         out: &mut Vec<Word>,
         buf: &mut Vec<u64>,
     ) -> Result<(), String> {
+        // The common case first: one component that is one bag or map (its record made once).
+        if let [Some(r)] = &self.records[..] {
+            out.push(Word::from_i64(1));
+            out.push(Word::from_ptr(r.as_ptr()));
+            return Ok(());
+        }
         for (c, (l, g)) in components(&self.layout).iter().zip(groups).enumerate() {
             if let Some(r) = &self.records[c] {
                 out.push(Word::from_i64(1));
@@ -1007,12 +1048,13 @@ impl DeltaStore {
             m.recycle(kw, vw);
             m.set_persistent();
         }
-        for b in self.bags.drain(rb..) {
+        // (Popped, not drained: a change holds a few collections, and a drain costs more.)
+        while let Some(b) = if self.bags.len() > rb { self.bags.pop() } else { None } {
             if keep(self.spare_bags.len(), b.capacity()) {
                 self.spare_bags.push(b);
             }
         }
-        for m in self.maps.drain(rm..) {
+        while let Some(m) = if self.maps.len() > rm { self.maps.pop() } else { None } {
             if keep(self.spare_maps.len(), m.capacity()) {
                 self.spare_maps.push(m);
             }
@@ -1294,6 +1336,31 @@ struct Garbage {
 }
 
 fn commit(state: &mut CallCtx, l: &Layout, slot: &mut [Word], change: &[Word], garbage: &mut Garbage) {
+    // The common shapes first, without the walk: a `gchange` of one map in `mapGroup intGroup`
+    // (the histogram) or `mapGroup bagGroup` (documents as bags).
+    if let (Layout::Map(_, vl), [kind, payload], [target]) = (l, change, &mut *slot) {
+        if kind.as_i64() == 1 {
+            // SAFETY: a group change made for layout `l` (a group record, then the map), and
+            // `target` the state's map.
+            unsafe {
+                let p = payload.as_ptr::<u64>();
+                let gp = Word(*p).as_ptr::<u64>();
+                if *gp == 3 {
+                    let inner = *Word(*gp.add(1)).as_ptr::<u64>();
+                    let (dst, src) = (&mut *target.as_ptr::<NMap>(), native::map_ref(Word(*p.add(1))));
+                    match (&**vl, inner) {
+                        (Layout::Int, 0) => {
+                            // Same widths by typing: cannot fail.
+                            let _ = dst.add_ints(src);
+                            return;
+                        }
+                        (Layout::Bag(_), 2) => return add_bags(state, vl, dst, src, garbage),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
     let mut si = 0;
     let mut ci = 0;
     commit_at(state, l, slot, &mut si, change, &mut ci, garbage);
@@ -1426,28 +1493,7 @@ unsafe fn group_apply(state: &mut CallCtx, l: &Layout, g: Word, slot: &mut [Word
                 return;
             }
             if matches!(**vl, Layout::Bag(_)) && *inner.as_ptr::<u64>() == 2 {
-                // `bagGroup` values (documents as bags): each changed bag added in place, an
-                // emptied one unbound (garbage), a new one copied in.
-                for (k, v) in src.entries() {
-                    let add = native::bag_ref(Word(v[0]));
-                    match dst.get_mut(k) {
-                        Some(cur) => {
-                            let bag = &mut *(cur[0] as *mut NBag);
-                            // Same key width by typing, multiplicities checked by `commit_fits`.
-                            let _ = bag.add_scaled(add, 1);
-                            if bag.is_empty() {
-                                garbage.collections += 1;
-                                dst.remove(k);
-                            }
-                        }
-                        None if add.is_empty() => {}
-                        None => {
-                            let copied = copy_into(state, vl, as_words(v));
-                            let _ = dst.set(k, raw(&copied));
-                        }
-                    }
-                }
-                return;
+                return add_bags(state, vl, dst, src, garbage);
             }
             // Keys in any order: each key's update is independent (builtin groups commute).
             for (k, v) in src.entries() {
@@ -1479,6 +1525,56 @@ unsafe fn group_apply(state: &mut CallCtx, l: &Layout, g: Word, slot: &mut [Word
         }
         // A user's group: `update` recomputes instead (`user_group_in`), never gets here.
         _ => {}
+    }
+}
+
+/// `dst ⊕ src` in `mapGroup bagGroup` (documents as bags), in place: each changed bag added in
+/// place, an emptied one unbound (garbage), a new one copied in.
+///
+/// # Safety
+/// `dst` a map of the state and `src` a live map of bags of layout `vl`.
+unsafe fn add_bags(state: &mut CallCtx, vl: &Layout, dst: &mut NMap, src: &NMap, garbage: &mut Garbage) {
+    // Documents keyed by one word (an Int): the table walked directly.
+    if let Some(entries) = src.word_entries() {
+        for (k, v) in entries {
+            let add = native::bag_ref(Word(v));
+            match dst.get_mut(&[k]) {
+                Some(cur) => {
+                    let bag = &mut *(cur[0] as *mut NBag);
+                    // Same key width by typing, multiplicities checked by `commit_fits`.
+                    let _ = bag.add_scaled(add, 1);
+                    if bag.is_empty() {
+                        garbage.collections += 1;
+                        dst.remove(&[k]);
+                    }
+                }
+                None if add.is_empty() => {}
+                None => {
+                    let copied = copy_into(state, vl, &[Word(v)]);
+                    let _ = dst.set(&[k], raw(&copied));
+                }
+            }
+        }
+        return;
+    }
+    for (k, v) in src.entries() {
+        let add = native::bag_ref(Word(v[0]));
+        match dst.get_mut(k) {
+            Some(cur) => {
+                let bag = &mut *(cur[0] as *mut NBag);
+                // Same key width by typing, multiplicities checked by `commit_fits`.
+                let _ = bag.add_scaled(add, 1);
+                if bag.is_empty() {
+                    garbage.collections += 1;
+                    dst.remove(k);
+                }
+            }
+            None if add.is_empty() => {}
+            None => {
+                let copied = copy_into(state, vl, as_words(v));
+                let _ = dst.set(k, raw(&copied));
+            }
+        }
     }
 }
 
@@ -1675,28 +1771,39 @@ fn holds_collections(l: &Layout) -> bool {
 /// # Safety
 /// `change` must be live change words for layout `l`.
 unsafe fn user_group_in(l: &Layout, change: &[Word]) -> bool {
-    fn group_has_user(g: Word, l: &Layout) -> bool {
+    // The common case first: one change, not a tuple of them.
+    if let (false, [kind, payload]) = (matches!(l, Layout::Tuple(_)), change) {
+        return kind.as_i64() == 1 && group_has_user(Word(*payload.as_ptr::<u64>()), l);
+    }
+    fn group_has_user(mut g: Word, mut l: &Layout) -> bool {
         // SAFETY: group records made by compiled code, shaped by `l`.
         unsafe {
-            let gp = g.as_ptr::<u64>();
-            match (*gp, l) {
-                (0..=2, _) => false,
-                (3, Layout::Map(_, v)) => group_has_user(Word(*gp.add(1)), v),
-                (4, Layout::Tuple(ts)) if ts.len() == 2 => {
-                    group_has_user(Word(*gp.add(1)), &ts[0]) || group_has_user(Word(*gp.add(2)), &ts[1])
+            loop {
+                let gp = g.as_ptr::<u64>();
+                match (*gp, l) {
+                    (0..=2, _) => return false,
+                    // (A loop, not a call, down maps' value groups: the common case.)
+                    (3, Layout::Map(_, v)) => (g, l) = (Word(*gp.add(1)), v),
+                    (4, Layout::Tuple(ts)) if ts.len() == 2 => {
+                        return group_has_user(Word(*gp.add(1)), &ts[0]) || group_has_user(Word(*gp.add(2)), &ts[1])
+                    }
+                    _ => return true,
                 }
-                _ => true,
             }
         }
     }
+    #[inline]
     fn go(l: &Layout, change: &[Word], ci: &mut usize) -> bool {
         if let Layout::Tuple(ts) = l {
-            return ts.iter().any(|t| go(t, change, ci));
+            return ts.iter().any(|t| go_tuple(t, change, ci));
         }
         let (kind, payload) = (change[*ci].as_i64(), change[*ci + 1]);
         *ci += 2;
         // SAFETY: a gchange payload starts with its group record.
         kind == 1 && group_has_user(unsafe { Word(*payload.as_ptr::<u64>()) }, l)
+    }
+    fn go_tuple(l: &Layout, change: &[Word], ci: &mut usize) -> bool {
+        go(l, change, ci)
     }
     go(l, change, &mut 0)
 }

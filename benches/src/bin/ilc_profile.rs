@@ -4,6 +4,8 @@
 //! `valgrind --tool=callgrind --toggle-collect='*changes_timed*' target/release/ilc_profile 1000 2000`
 //! (the first 100 batches are warm-up). Prints the median time per change over batches of 16
 //! changes, and the same for the hand-written `FxHashMap` update of `benches/benches/ilc.rs`.
+//! A third argument names the changed document (the middle one by default); a second line gives
+//! the same figures for changes spread over 64 documents taken in turn.
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -40,7 +42,8 @@ fn main() {
         let batch = (start..(start + 100).min(docs)).map(|d| doc_change(d, (0..1000).map(|w| (word(d, w), 1))));
         driver.update(&gchange(batch)).expect("documents added");
     }
-    let d = docs / 2;
+    // The changed document (the middle one unless a third argument names another).
+    let d = arg(3, docs / 2).min(docs - 1);
     let (from, to) = (word(d, 0), (word(d, 0) + 1) % 1000);
     let there = gchange([doc_change(d, [(from, -1), (to, 1)])]);
     let back = gchange([doc_change(d, [(to, -1), (from, 1)])]);
@@ -75,6 +78,62 @@ fn main() {
          hand-written {h:.1} ns, ratio {:.1}; the change as a Value: median {v:.0} ns",
         u / h
     );
+    // The same kind of change spread over `SPREAD` documents (each replacing its first word by
+    // the next word id, and back), taken in turn: the hand-written update's cost depends on
+    // whether the two words are in the document (an entry updated in place, or one inserted and
+    // removed), so one document's change can flatter or penalise it.
+    let spread: Vec<(i64, i64, i64)> = (0..SPREAD.min(docs))
+        .map(|i| {
+            let d = i * docs / SPREAD.min(docs);
+            (d as i64, word(d, 0), (word(d, 0) + 1) % 1000)
+        })
+        .collect();
+    spread_timed(&mut driver, &mut delta, &spread, 100);
+    let mut times = spread_timed(&mut driver, &mut delta, &spread, changes);
+    let mut hand_times = Vec::with_capacity(changes);
+    let mut next = 0;
+    for _ in 0..changes {
+        let t = Instant::now();
+        for _ in 0..HAND_BATCH {
+            let (d, from, to) = spread[next % spread.len()];
+            next += 1;
+            hand.update(std::hint::black_box(d), Some(from), Some(to));
+            hand.update(std::hint::black_box(d), Some(to), Some(from));
+        }
+        hand_times.push(t.elapsed().as_nanos() as f64 / (2 * HAND_BATCH) as f64);
+    }
+    let (u, h) = (median(&mut times), median(&mut hand_times));
+    println!(
+        "  over {} documents in turn: per change median {u:.0} ns, hand-written {h:.1} ns, ratio {:.1}",
+        spread.len(),
+        u / h
+    );
+}
+
+/// Documents the spread measurement takes in turn.
+const SPREAD: usize = 64;
+
+/// As [`changes_timed`], each change and its inverse on the next document of `spread` in turn.
+#[inline(never)]
+fn spread_timed(
+    driver: &mut Incremental,
+    delta: &mut GroupDelta,
+    spread: &[(i64, i64, i64)],
+    batches: usize,
+) -> Vec<f64> {
+    let mut times = Vec::with_capacity(batches);
+    let mut next = 0;
+    for _ in 0..batches {
+        let t = Instant::now();
+        for _ in 0..BATCH {
+            let (d, from, to) = spread[next % spread.len()];
+            next += 1;
+            replace_word(driver, delta, d, from, to);
+            replace_word(driver, delta, d, to, from);
+        }
+        times.push(t.elapsed().as_nanos() as f64 / (2 * BATCH) as f64);
+    }
+    times
 }
 
 /// Updates timed per batch (a batch lasts microseconds: rarely preempted on a busy machine, so

@@ -227,6 +227,11 @@ impl Arena {
         })
     }
 
+    /// Has the arena no memory at all (a side arena no loop used)? Then `reset` has nothing to do.
+    pub fn holds_nothing(&self) -> bool {
+        self.chunks.is_empty() && self.spares.is_empty() && self.graveyard.is_empty() && self.reserved == 0
+    }
+
     /// Does `p` point into one of the arena's chunks?
     pub fn contains(&self, p: *const u8) -> bool {
         let p = p as usize;

@@ -151,17 +151,69 @@ impl Hash for Short {
     }
 }
 
+/// Inline room for this many entries of one-word keys before a hash table is made.
+const SMALL: usize = 4;
+
+/// The few entries of a one-word-key bag or map that has no table yet (or an emptied one): keys
+/// and values side by side, found by a linear scan. A change of one word of one document has
+/// two; a hash table costs a hash, a probe and a `memset` to empty for each.
+#[derive(Clone, Copy, Debug, Default)]
+struct Small {
+    len: u8,
+    keys: [u64; SMALL],
+    values: [u64; SMALL],
+}
+
+impl Small {
+    #[inline]
+    fn len(&self) -> usize {
+        self.len as usize
+    }
+    /// The index of `k`, if present.
+    #[inline]
+    fn find(&self, k: u64) -> Option<usize> {
+        self.keys[..self.len()].iter().position(|&x| x == k)
+    }
+    /// Appends `(k, v)`; `false` (and nothing changes) when full.
+    #[inline]
+    fn push(&mut self, k: u64, v: u64) -> bool {
+        let n = self.len();
+        if n == SMALL {
+            return false;
+        }
+        self.keys[n] = k;
+        self.values[n] = v;
+        self.len += 1;
+        true
+    }
+    /// Removes entry `i` (the last one takes its place).
+    #[inline]
+    fn remove_at(&mut self, i: usize) {
+        let last = self.len() - 1;
+        self.keys[i] = self.keys[last];
+        self.values[i] = self.values[last];
+        self.len -= 1;
+    }
+    fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.keys[..self.len()].iter().copied().zip(self.values[..self.len()].iter().copied())
+    }
+}
+
 /// A multiset with signed multiplicities over keys of `key_words` words.
 ///
-/// One-word keys (every `Int` and `Bool`) live in a table of plain words; keys of none or two
-/// words (pairs of them) in a table of fixed-size keys; wider keys are boxed. The sorted entry array compiled code folds over is
+/// One-word keys (every `Int` and `Bool`) live in a table of plain words, the first few inline
+/// ([`Small`]) until there are more; keys of none or two words (pairs of them) in a table of
+/// fixed-size keys; wider keys are boxed. The sorted entry array compiled code folds over is
 /// cached until the bag changes (see [`Bag::cached_entries`]).
 #[derive(Clone, Debug, Default)]
 pub struct Bag {
     key_words: usize,
     short: FxHashMap<Short, i64>,
     /// Keys of one word (every `Bag Int`): plain words, one multiply to hash, 16 bytes an entry.
+    /// Empty while the entries fit in `small`; once it holds any, `small` is empty.
     narrow: FxHashMap<u64, i64>,
+    /// Up to [`SMALL`] entries of one-word keys while `narrow` is empty (multiplicities as words).
+    small: Small,
     wide: FxHashMap<Box<[u64]>, i64>,
     /// The arena array `nabla_bag_entries` last made for this bag, while the bag is unchanged
     /// (the array itself is immutable and lives as long as the bag: both go at `reset`).
@@ -175,10 +227,10 @@ pub struct Bag {
 
 impl PartialEq for Bag {
     fn eq(&self, other: &Bag) -> bool {
+        // (Entry by entry: equal bags may keep their one-word keys inline or in a table.)
         self.key_words == other.key_words
-            && self.short == other.short
-            && self.narrow == other.narrow
-            && self.wide == other.wide
+            && self.len() == other.len()
+            && self.entries().all(|(k, n)| other.count(k) == n)
     }
 }
 
@@ -207,7 +259,7 @@ impl Bag {
 
     /// Number of keys with a nonzero multiplicity.
     pub fn len(&self) -> usize {
-        self.short.len() + self.narrow.len() + self.wide.len()
+        self.short.len() + self.narrow.len() + self.wide.len() + self.small.len()
     }
 
     /// Is every multiplicity zero?
@@ -215,9 +267,9 @@ impl Bag {
         self.len() == 0
     }
 
-    /// Entries the bag's tables have room for.
+    /// Entries the bag's tables have room for (entries kept inline count as their own room).
     pub fn capacity(&self) -> usize {
-        self.short.capacity() + self.narrow.capacity() + self.wide.capacity()
+        self.short.capacity() + self.narrow.capacity() + self.wide.capacity() + self.small.len()
     }
 
     /// The multiplicity of `key` (0 when absent).
@@ -226,7 +278,10 @@ impl Bag {
             return 0;
         }
         let found = match key {
-            [k] => self.narrow.get(k),
+            [k] => match self.small.find(*k) {
+                Some(i) => return self.small.values[i] as i64,
+                None => self.narrow.get(k),
+            },
             _ if self.is_short() => self.short.get(&Short::of(key)),
             _ => self.wide.get(key),
         };
@@ -235,6 +290,7 @@ impl Bag {
 
     /// Adds `mult` to `key`'s multiplicity, dropping the key when it reaches zero; a sum out of
     /// Int's range is [`CollectionError::Overflow`] (and leaves the bag as it was).
+    #[inline]
     pub fn insert(&mut self, key: &[u64], mult: i64) -> Result<(), CollectionError> {
         if key.len() != self.key_words {
             return Err(CollectionError::WidthMismatch { expected: self.key_words, found: key.len() });
@@ -245,7 +301,7 @@ impl Bag {
         self.entries_cache = None;
         self.unordered_cache = None;
         if let [k] = key {
-            add_count(&mut self.narrow, *k, mult)?;
+            self.add_narrow(*k, mult)?;
         } else if self.is_short() {
             add_count(&mut self.short, Short::of(key), mult)?;
         } else {
@@ -262,6 +318,32 @@ impl Bag {
             }
         }
         Ok(())
+    }
+
+    /// Adds `mult` (not zero) to one-word key `k`: inline while there is room and no table, else
+    /// in the table (the inline entries move into it when they overflow).
+    #[inline]
+    fn add_narrow(&mut self, k: u64, mult: i64) -> Result<(), CollectionError> {
+        if self.narrow.is_empty() {
+            if let Some(i) = self.small.find(k) {
+                let sum = (self.small.values[i] as i64).checked_add(mult).ok_or(CollectionError::Overflow)?;
+                if sum == 0 {
+                    self.small.remove_at(i);
+                } else {
+                    self.small.values[i] = sum as u64;
+                }
+                return Ok(());
+            }
+            if self.small.push(k, mult as u64) {
+                return Ok(());
+            }
+            self.narrow.reserve(SMALL + 1);
+            for (k, n) in self.small.iter() {
+                self.narrow.insert(k, n as i64);
+            }
+            self.small.len = 0;
+        }
+        add_count(&mut self.narrow, k, mult)
     }
 
     /// The sum of two bags (the bag group's operation).
@@ -286,9 +368,17 @@ impl Bag {
         self.entries_cache = None;
         self.unordered_cache = None;
         if self.is_narrow() {
-            self.narrow.reserve(src.narrow.len());
-            for (k, n) in &src.narrow {
-                add_count(&mut self.narrow, *k, n.checked_mul(m).ok_or(CollectionError::Overflow)?)?;
+            if src.narrow.len() > SMALL {
+                self.narrow.reserve(src.narrow.len());
+            }
+            for (k, n) in src.small.iter() {
+                self.add_narrow(k, (n as i64).checked_mul(m).ok_or(CollectionError::Overflow)?)?;
+            }
+            // (Not walked when empty: walking even an empty table costs.)
+            if !src.narrow.is_empty() {
+                for (k, n) in &src.narrow {
+                    self.add_narrow(*k, n.checked_mul(m).ok_or(CollectionError::Overflow)?)?;
+                }
             }
             Ok(())
         } else if self.is_short() {
@@ -325,6 +415,10 @@ impl Bag {
         let times = |n: &i64| n.checked_mul(m).ok_or(CollectionError::Overflow);
         out.short = self.short.iter().map(|(k, n)| Ok((*k, times(n)?))).collect::<Result<_, _>>()?;
         out.narrow = self.narrow.iter().map(|(k, n)| Ok((*k, times(n)?))).collect::<Result<_, _>>()?;
+        out.small = self.small;
+        for v in &mut out.small.values[..self.small.len()] {
+            *v = times(&(*v as i64))? as u64;
+        }
         out.wide = self.wide.iter().map(|(k, n)| Ok((k.clone(), times(n)?))).collect::<Result<_, _>>()?;
         Ok(out)
     }
@@ -333,9 +427,14 @@ impl Bag {
     pub fn entries(&self) -> impl Iterator<Item = (&[u64], i64)> + '_ {
         let kw = self.key_words.min(INLINE);
         let narrow = self.narrow.iter().map(|(k, m)| (std::slice::from_ref(k), *m));
+        let small = self.small.keys[..self.small.len()]
+            .iter()
+            .zip(&self.small.values[..self.small.len()])
+            .map(|(k, m)| (std::slice::from_ref(k), *m as i64));
         self.short
             .iter()
             .map(move |(k, m)| (&k.0[..kw], *m))
+            .chain(small)
             .chain(narrow)
             .chain(self.wide.iter().map(|(k, m)| (&k[..], *m)))
     }
@@ -357,6 +456,7 @@ impl Bag {
             let es = &mut scratch.records;
             es.clear();
             if self.is_narrow() {
+                es.extend(self.small.iter().map(|(k, m)| [k ^ SIGN, SIGN, m]));
                 es.extend(self.narrow.iter().map(|(k, m)| [k ^ SIGN, SIGN, *m as u64]));
             } else {
                 es.extend(self.short.iter().map(|(k, m)| [k.0[0] ^ SIGN, k.0[1] ^ SIGN, *m as u64]));
@@ -385,11 +485,20 @@ impl Bag {
     }
 
     /// Empties the bag for reuse with keys `key_words` wide, keeping its tables' capacity.
+    #[inline]
     pub fn recycle(&mut self, key_words: usize) {
         self.key_words = key_words;
-        self.short.clear();
-        self.narrow.clear();
-        self.wide.clear();
+        // (An empty table is not emptied again: that would clear its control bytes.)
+        if !self.short.is_empty() {
+            self.short.clear();
+        }
+        if !self.narrow.is_empty() {
+            self.narrow.clear();
+        }
+        if !self.wide.is_empty() {
+            self.wide.clear();
+        }
+        self.small.len = 0;
         self.persistent = false;
         self.entries_cache = None;
         self.unordered_cache = None;
@@ -441,10 +550,17 @@ impl Bag {
     pub fn write_records(&self, out: &mut [u64]) {
         let kw = self.key_words;
         if self.is_narrow() {
-            out.chunks_exact_mut(2).zip(&self.narrow).for_each(|(r, (k, m))| {
-                r[0] = *k;
-                r[1] = *m as u64;
-            });
+            let n = self.small.len();
+            for (r, (k, m)) in out.chunks_exact_mut(2).zip(self.small.iter()) {
+                r[0] = k;
+                r[1] = m;
+            }
+            if !self.narrow.is_empty() {
+                out[2 * n..].chunks_exact_mut(2).zip(&self.narrow).for_each(|(r, (k, m))| {
+                    r[0] = *k;
+                    r[1] = *m as u64;
+                });
+            }
         } else if self.is_short() {
             let records = self.short.iter();
             match kw {
@@ -527,6 +643,7 @@ fn sort_short_keys(es: &mut [[u64; 3]], buf: &mut Vec<[u64; 3]>) {
 }
 
 /// Adds `mult` to `key`'s count, dropping it at zero; a sum out of Int's range is an overflow.
+#[inline]
 fn add_count<K: Hash + Eq>(map: &mut FxHashMap<K, i64>, key: K, mult: i64) -> Result<(), CollectionError> {
     if mult == 0 {
         return Ok(());
@@ -557,17 +674,21 @@ pub struct Map {
     key_words: usize,
     value_words: usize,
     entries: FxHashMap<Words, Words>,
+    /// One-word keys and values; empty while they fit in `small`, which is empty once it holds any.
     narrow: FxHashMap<u64, u64>,
+    /// Up to [`SMALL`] entries of one-word keys and values while `narrow` is empty.
+    small: Small,
     /// Held by an incremental driver's persistent state (updated in place by its commits).
     persistent: bool,
 }
 
 impl PartialEq for Map {
     fn eq(&self, other: &Map) -> bool {
+        // (Entry by entry: equal maps may keep their one-word entries inline or in a table.)
         self.key_words == other.key_words
             && self.value_words == other.value_words
-            && self.entries == other.entries
-            && self.narrow == other.narrow
+            && self.len() == other.len()
+            && self.entries().all(|(k, v)| other.get(k) == Some(v))
     }
 }
 
@@ -596,23 +717,37 @@ impl Map {
 
     /// `(key, value)` pairs in no particular order.
     pub fn entries(&self) -> impl Iterator<Item = (&[u64], &[u64])> + '_ {
-        let narrow = self.narrow.iter().map(|(k, v)| (std::slice::from_ref(k), std::slice::from_ref(v)));
+        let n = self.small.len();
+        let small = self.small.keys[..n].iter().zip(&self.small.values[..n]);
+        let narrow = small.chain(&self.narrow).map(|(k, v)| (std::slice::from_ref(k), std::slice::from_ref(v)));
         narrow.chain(self.entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())))
+    }
+
+    /// For a map of one-word keys to one-word values, its `(key, value)` pairs in no particular
+    /// order (cheaper to walk than [`Map::entries`]); `None` for other widths.
+    pub fn word_entries(&self) -> Option<impl Iterator<Item = (u64, u64)> + '_> {
+        self.is_narrow().then(|| self.small.iter().chain(self.narrow.iter().map(|(k, v)| (*k, *v))))
     }
 
     /// The address of every value's words, in no particular order: compaction copies what they
     /// point to and writes the copies' addresses back. They stay valid while the map is not
     /// changed.
     pub fn value_slots(&mut self) -> impl Iterator<Item = *mut u64> + '_ {
-        let narrow = self.narrow.values_mut().map(|v| v as *mut u64);
+        let n = self.small.len();
+        let small = self.small.values[..n].iter_mut().map(|v| v as *mut u64);
+        let narrow = small.chain(self.narrow.values_mut().map(|v| v as *mut u64));
         narrow.chain(self.entries.values_mut().map(|v| v.as_mut_slice().as_mut_ptr()))
     }
 
     /// The value at `key`, to update in place.
+    #[inline]
     pub fn get_mut(&mut self, key: &[u64]) -> Option<&mut [u64]> {
         if self.is_narrow() {
             return match key {
-                [k] => self.narrow.get_mut(k).map(std::slice::from_mut),
+                [k] => match self.small.find(*k) {
+                    Some(i) => Some(std::slice::from_mut(&mut self.small.values[i])),
+                    None => self.narrow.get_mut(k).map(std::slice::from_mut),
+                },
                 _ => None,
             };
         }
@@ -632,8 +767,9 @@ impl Map {
             r[kw..].copy_from_slice(v);
         };
         if self.is_narrow() && self.len() <= 1 {
-            if let (Some((k, v)), [a, b, ..]) = (self.narrow.iter().next(), out) {
-                (*a, *b) = (*k, *v);
+            let first = self.small.iter().next().or_else(|| self.narrow.iter().next().map(|(k, v)| (*k, *v)));
+            if let (Some((k, v)), [a, b, ..]) = (first, out) {
+                (*a, *b) = (k, v);
             }
         } else if self.len() <= 1 {
             for (r, (k, v)) in out.chunks_exact_mut(rec).zip(self.entries()) {
@@ -643,6 +779,7 @@ impl Map {
             // One-word keys sort by radix; the payload is the value itself.
             let es = &mut scratch.records;
             es.clear();
+            es.extend(self.small.iter().map(|(k, v)| [k ^ SIGN, SIGN, v]));
             es.extend(self.narrow.iter().map(|(k, v)| [k ^ SIGN, SIGN, *v]));
             sort_short_keys(es, &mut scratch.buffer);
             for (r, [a, _, v]) in out.chunks_exact_mut(2).zip(es.iter().copied()) {
@@ -683,7 +820,7 @@ impl Map {
 
     /// Number of keys.
     pub fn len(&self) -> usize {
-        self.narrow.len() + self.entries.len()
+        self.narrow.len() + self.entries.len() + self.small.len()
     }
 
     /// Has the map no keys?
@@ -691,16 +828,19 @@ impl Map {
         self.len() == 0
     }
 
-    /// Entries the map's tables have room for.
+    /// Entries the map's tables have room for (entries kept inline count as their own room).
     pub fn capacity(&self) -> usize {
-        self.narrow.capacity() + self.entries.capacity()
+        self.narrow.capacity() + self.entries.capacity() + self.small.len()
     }
 
     /// The value at `key`.
     pub fn get(&self, key: &[u64]) -> Option<&[u64]> {
         if self.is_narrow() {
             return match key {
-                [k] => self.narrow.get(k).map(std::slice::from_ref),
+                [k] => match self.small.find(*k) {
+                    Some(i) => Some(std::slice::from_ref(&self.small.values[i])),
+                    None => self.narrow.get(k).map(std::slice::from_ref),
+                },
                 _ => None,
             };
         }
@@ -716,7 +856,7 @@ impl Map {
             return Err(CollectionError::WidthMismatch { expected: self.value_words, found: value.len() });
         }
         if let ([k], [v]) = (key, value) {
-            self.narrow.insert(*k, *v);
+            *self.narrow_slot(*k).0 = *v;
             return Ok(());
         }
         // One hash and probe (keys of up to two words are inline, so making one is cheap).
@@ -731,6 +871,7 @@ impl Map {
 
     /// The value at `key` to update in place, bound first to zero words if `key` is unbound
     /// (then `true`): one hash and probe where `get_mut` then `set` would take two.
+    #[inline]
     pub fn slot(&mut self, key: &[u64]) -> Result<(&mut [u64], bool), CollectionError> {
         if key.len() != self.key_words {
             return Err(CollectionError::WidthMismatch { expected: self.key_words, found: key.len() });
@@ -738,10 +879,8 @@ impl Map {
         let vw = self.value_words;
         if let [k] = key {
             if vw == 1 {
-                return Ok(match self.narrow.entry(*k) {
-                    std::collections::hash_map::Entry::Occupied(e) => (std::slice::from_mut(e.into_mut()), false),
-                    std::collections::hash_map::Entry::Vacant(e) => (std::slice::from_mut(e.insert(0)), true),
-                });
+                let (v, new) = self.narrow_slot(*k);
+                return Ok((std::slice::from_mut(v), new));
             }
         }
         Ok(match self.entries.entry(Words::new(key)) {
@@ -756,26 +895,13 @@ impl Map {
 
     /// Adds `n` (wrapping, as Int arithmetic) to the one-word value at `key`, an unbound key
     /// counting as zero; the key is unbound if the sum is zero. One probe for one-word maps.
+    #[inline]
     pub fn add_int(&mut self, key: &[u64], n: u64) -> Result<(), CollectionError> {
         if self.value_words != 1 {
             return Err(CollectionError::WidthMismatch { expected: 1, found: self.value_words });
         }
         if let ([k], true) = (key, self.is_narrow()) {
-            match self.narrow.entry(*k) {
-                std::collections::hash_map::Entry::Occupied(mut e) => {
-                    let sum = e.get().wrapping_add(n);
-                    if sum == 0 {
-                        e.remove();
-                    } else {
-                        *e.get_mut() = sum;
-                    }
-                }
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    if n != 0 {
-                        e.insert(n);
-                    }
-                }
-            }
+            self.add_narrow_int(*k, n);
             return Ok(());
         }
         let (cur, _) = self.slot(key)?;
@@ -797,21 +923,12 @@ impl Map {
         }
         if self.is_narrow() {
             // One probe per key of `src` (same widths: `src` is narrow too).
-            for (&k, &v) in &src.narrow {
-                match self.narrow.entry(k) {
-                    std::collections::hash_map::Entry::Occupied(mut e) => {
-                        let n = e.get().wrapping_add(v);
-                        if n == 0 {
-                            e.remove();
-                        } else {
-                            *e.get_mut() = n;
-                        }
-                    }
-                    std::collections::hash_map::Entry::Vacant(e) => {
-                        if v != 0 {
-                            e.insert(v);
-                        }
-                    }
+            for (k, v) in src.small.iter() {
+                self.add_narrow_int(k, v);
+            }
+            if !src.narrow.is_empty() {
+                for (&k, &v) in &src.narrow {
+                    self.add_narrow_int(k, v);
                 }
             }
             return Ok(());
@@ -822,12 +939,84 @@ impl Map {
         Ok(())
     }
 
+    /// The value at one-word key `k` of a map of one-word values, bound first to zero if `k` is
+    /// unbound (then `true`): inline while there is room and no table, else in the table (the
+    /// inline entries move into it when they overflow).
+    #[inline]
+    fn narrow_slot(&mut self, k: u64) -> (&mut u64, bool) {
+        if self.narrow.is_empty() {
+            if let Some(i) = self.small.find(k) {
+                return (&mut self.small.values[i], false);
+            }
+            if self.small.push(k, 0) {
+                let last = self.small.len() - 1;
+                return (&mut self.small.values[last], true);
+            }
+            self.spill();
+        }
+        match self.narrow.entry(k) {
+            std::collections::hash_map::Entry::Occupied(e) => (e.into_mut(), false),
+            std::collections::hash_map::Entry::Vacant(e) => (e.insert(0), true),
+        }
+    }
+
+    /// Moves the inline entries into the (empty) table: they overflowed.
+    fn spill(&mut self) {
+        self.narrow.reserve(2 * SMALL);
+        for (k, v) in self.small.iter() {
+            self.narrow.insert(k, v);
+        }
+        self.small.len = 0;
+    }
+
+    /// Adds `n` (wrapping) to the value at one-word key `k` of a map of one-word values, an
+    /// unbound key counting as zero; the key is unbound if the sum is zero.
+    #[inline]
+    fn add_narrow_int(&mut self, k: u64, n: u64) {
+        if self.narrow.is_empty() {
+            if let Some(i) = self.small.find(k) {
+                let sum = self.small.values[i].wrapping_add(n);
+                if sum == 0 {
+                    self.small.remove_at(i);
+                } else {
+                    self.small.values[i] = sum;
+                }
+                return;
+            }
+            if n == 0 || self.small.push(k, n) {
+                return;
+            }
+            self.spill();
+        }
+        match self.narrow.entry(k) {
+            std::collections::hash_map::Entry::Occupied(mut e) => {
+                let sum = e.get().wrapping_add(n);
+                if sum == 0 {
+                    e.remove();
+                } else {
+                    *e.get_mut() = sum;
+                }
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                if n != 0 {
+                    e.insert(n);
+                }
+            }
+        }
+    }
+
     /// Empties the map for reuse with the given widths, keeping its tables' capacity.
     pub fn recycle(&mut self, key_words: usize, value_words: usize) {
         self.key_words = key_words;
         self.value_words = value_words;
-        self.entries.clear();
-        self.narrow.clear();
+        // (An empty table is not emptied again: that would clear its control bytes.)
+        if !self.entries.is_empty() {
+            self.entries.clear();
+        }
+        if !self.narrow.is_empty() {
+            self.narrow.clear();
+        }
+        self.small.len = 0;
         self.persistent = false;
     }
 
@@ -835,7 +1024,12 @@ impl Map {
     pub fn remove(&mut self, key: &[u64]) {
         if self.is_narrow() {
             if let [k] = key {
-                self.narrow.remove(k);
+                match self.small.find(*k) {
+                    Some(i) => self.small.remove_at(i),
+                    None => {
+                        self.narrow.remove(k);
+                    }
+                }
             }
             return;
         }

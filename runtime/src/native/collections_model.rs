@@ -396,6 +396,17 @@ fn one_word_maps_agree_with_a_model_through_slots_records_and_recycling() {
                 listed.sort();
                 let want: Vec<(Vec<i64>, Vec<u64>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
                 assert_eq!(listed, want, "{what}: entries");
+                // `word_entries`: the same pairs for one-word keys and values, none for others.
+                match map.word_entries() {
+                    Some(pairs) => {
+                        assert_eq!((kw, vw), (1, 1), "{what}: word entries of wider entries");
+                        let mut pairs: Vec<(Vec<i64>, Vec<u64>)> =
+                            pairs.map(|(k, v)| (vec![k as i64], vec![v])).collect();
+                        pairs.sort();
+                        assert_eq!(pairs, want, "{what}: word entries");
+                    }
+                    None => assert_ne!((kw, vw), (1, 1), "{what}: no word entries of one-word entries"),
+                }
                 assert_eq!(map.value_slots().count(), model.len(), "{what}: value slots");
                 // A key of the wrong width is in no map.
                 assert_eq!(map.get(&vec![0; kw + 1]), None, "{what}: a wider key");
@@ -512,4 +523,108 @@ fn map_capacity_covers_the_entries_and_survives_recycling() {
         assert!(map.is_empty());
         assert_eq!(map.capacity(), room, "{kw}/{vw}: recycling keeps the table");
     }
+}
+
+#[test]
+fn one_word_maps_cross_between_inline_entries_and_a_table() {
+    // A map of one-word keys and values keeps its first few entries inline and makes a table when
+    // they overflow; emptied, it goes back to inline entries. Seven keys keep the map around that
+    // size, so every operation runs on both sides of the boundary, and every observer is checked
+    // after each step.
+    let mut rng = Rng(41);
+    let keys: Vec<i64> = (-3..=3).collect();
+    let mut map = Map::new(1, 1);
+    let mut model: BTreeMap<Vec<i64>, Vec<u64>> = BTreeMap::new();
+    let mut scratch = SortScratch::default();
+    let mut sizes = std::collections::BTreeSet::new();
+    for step in 0..3000 {
+        let k = keys[rng.int(0, keys.len() as i64 - 1) as usize];
+        let d = rng.int(-2, 2) as u64;
+        match rng.int(0, 9) {
+            0 | 1 => {
+                let (v, new) = map.slot(&[k as u64]).unwrap();
+                assert_eq!(new, !model.contains_key(&vec![k]), "step {step}: slot {k} new");
+                v[0] = v[0].wrapping_add(d);
+                let want = model.entry(vec![k]).or_insert_with(|| vec![0]);
+                want[0] = want[0].wrapping_add(d);
+            }
+            2 => {
+                map.set(&[k as u64], &[d]).unwrap();
+                model.insert(vec![k], vec![d]);
+            }
+            3 | 4 => {
+                map.remove(&[k as u64]);
+                model.remove(&vec![k]);
+            }
+            5 => {
+                if let Some(v) = map.get_mut(&[k as u64]) {
+                    v[0] = v[0].wrapping_add(d);
+                }
+                if let Some(v) = model.get_mut(&vec![k]) {
+                    v[0] = v[0].wrapping_add(d);
+                }
+            }
+            6 | 7 => {
+                map.add_int(&[k as u64], d).unwrap();
+                let sum = model.get(&vec![k]).map_or(0, |v| v[0]).wrapping_add(d);
+                if sum == 0 {
+                    model.remove(&vec![k]);
+                } else {
+                    model.insert(vec![k], vec![sum]);
+                }
+            }
+            8 => {
+                // `add_ints` from a map of a few entries (inline) or more (a table).
+                let mut src = Map::new(1, 1);
+                for _ in 0..rng.int(0, 7) {
+                    let k = keys[rng.int(0, keys.len() as i64 - 1) as usize];
+                    let v = rng.int(-2, 2) as u64;
+                    src.add_int(&[k as u64], v).unwrap();
+                }
+                for (k, v) in src.entries() {
+                    let sum = model.get(&signed(k)).map_or(0, |w| w[0]).wrapping_add(v[0]);
+                    if sum == 0 {
+                        model.remove(&signed(k));
+                    } else {
+                        model.insert(signed(k), vec![sum]);
+                    }
+                }
+                map.add_ints(&src).unwrap();
+            }
+            _ => {
+                if rng.int(0, 4) == 0 {
+                    map.recycle(1, 1);
+                    model.clear();
+                }
+            }
+        }
+        let what = format!("step {step}");
+        sizes.insert(model.len());
+        assert_eq!(map.len(), model.len(), "{what}: len");
+        assert!(map.capacity() >= map.len(), "{what}: capacity");
+        for k in &keys {
+            assert_eq!(map.get(&[*k as u64]), model.get(&vec![*k]).map(|v| &v[..]), "{what}: get {k}");
+        }
+        let mut listed: Vec<(Vec<i64>, Vec<u64>)> = map.entries().map(|(k, v)| (signed(k), v.to_vec())).collect();
+        listed.sort();
+        let want: Vec<(Vec<i64>, Vec<u64>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert_eq!(listed, want, "{what}: entries");
+        let mut pairs: Vec<(Vec<i64>, Vec<u64>)> =
+            map.word_entries().expect("one-word entries").map(|(k, v)| (vec![k as i64], vec![v])).collect();
+        pairs.sort();
+        assert_eq!(pairs, want, "{what}: word entries");
+        let mut out = vec![0u64; 2 * map.len()];
+        map.write_sorted_records(&mut out, &mut scratch);
+        let flat: Vec<u64> = model.iter().flat_map(|(k, v)| words(k).into_iter().chain(v.iter().copied())).collect();
+        assert_eq!(out, flat, "{what}: sorted records");
+        assert_eq!(map.value_slots().count(), model.len(), "{what}: value slots");
+        assert_eq!(map, map_from_model(1, 1, &model), "{what}: equal to the map built by `set`");
+        assert_eq!(map, map_from_model_by_slots(1, 1, &model), "{what}: equal to the map built by `slot`");
+        if let Some((k, v)) = model.iter().next() {
+            let mut other = model.clone();
+            other.insert(k.clone(), vec![v[0].wrapping_add(1)]);
+            assert_ne!(map, map_from_model(1, 1, &other), "{what}: a map differing in one value");
+        }
+    }
+    assert!((0..=7).all(|n| sizes.contains(&n)), "every size from empty to every key was seen: {sizes:?}");
 }

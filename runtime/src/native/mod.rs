@@ -260,8 +260,7 @@ impl CallCtx {
         // (an API handle's definitions) — forget them: the memory is about to be reused. All
         // are alive now (this context's bags go to the spares or are dropped below).
         // (Drained, not taken: the list keeps its capacity.)
-        let mut cached = std::mem::take(&mut self.cached_bags);
-        for p in cached.drain(..) {
+        while let Some(p) = self.cached_bags.pop() {
             // SAFETY: as above.
             let bag = unsafe { &mut *p };
             let caches = [bag.cached_entries(), bag.cached_unordered_entries()];
@@ -269,15 +268,19 @@ impl CallCtx {
                 bag.forget_cached_entries();
             }
         }
-        self.cached_bags = cached;
-        // Spares are taken from the end: push this call's bags last-made first.
-        // (Drained, not taken: the lists keep their capacity, so a call pushes without growing them.)
+        // Spares are taken from the end: push this call's bags last-made first. (Popped, not
+        // taken: the lists keep their capacity, so a call pushes without growing them; an update
+        // makes one or two collections, for which a loop of pops is cheaper than a drain.)
         let keep = MAX_SPARE_BAGS.saturating_sub(self.spare_bags.len()).min(self.bags.len());
         self.bags.truncate(keep);
-        self.spare_bags.extend(self.bags.drain(..).rev());
+        while let Some(b) = self.bags.pop() {
+            self.spare_bags.push(b);
+        }
         let keep = MAX_SPARE_BAGS.saturating_sub(self.spare_maps.len()).min(self.maps.len());
         self.maps.truncate(keep);
-        self.spare_maps.extend(self.maps.drain(..).rev());
+        while let Some(m) = self.maps.pop() {
+            self.spare_maps.push(m);
+        }
         self.error = None;
         self.interpreted_error = None;
         self.header.status = 0;
@@ -287,7 +290,9 @@ impl CallCtx {
         self.kept_maps.clear();
         self.graveyard.0.clear();
         self.graveyard.1.clear();
-        self.side.reset(&mut CtxHeader::empty());
+        if !self.side.holds_nothing() {
+            self.side.reset(&mut CtxHeader::empty());
+        }
         self.arena.reset(&mut self.header);
     }
 
@@ -296,8 +301,13 @@ impl CallCtx {
     /// after a big one should not empty big tables each time: that costs time proportional to
     /// their capacity).
     pub fn reset_keeping_small(&mut self, capacity: usize, count: usize) {
-        self.bags.retain(|b| b.capacity() <= capacity);
-        self.maps.retain(|m| m.capacity() <= capacity);
+        // (Checked first: the common call made only small tables, and `retain` costs more.)
+        if self.bags.iter().any(|b| b.capacity() > capacity) {
+            self.bags.retain(|b| b.capacity() <= capacity);
+        }
+        if self.maps.iter().any(|m| m.capacity() > capacity) {
+            self.maps.retain(|m| m.capacity() <= capacity);
+        }
         self.reset();
         if let Some(extra) = self.spare_bags.len().checked_sub(count) {
             self.spare_bags.drain(..extra);
