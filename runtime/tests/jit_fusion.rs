@@ -98,6 +98,9 @@ def main = sum (map tanh (dense (build 20 (fun i -> toReal i * 0.1)) [0.5, 0.25,
     ("fold by a builtin bound between", "def main = let a = build 5 (fun i -> xs.[i + 47]) in fold max 0.0 a", Some(0)),
     ("map by a partial builtin bound between", "def main = let a = build 5 (fun i -> xs.[i + 47]) in len (map max a)", Some(1)),
     ("map by a failing builtin bound between", "def main = let a = build 3 (fun i -> if i == 2 then xs.[100] else 0.0 / 0.0) in map toInt a", Some(2)),
+    // A producer over a failing producer can fail though its own function cannot.
+    ("len of a map of a map of a failing map", "def main = len (map (fun x -> x + 1.0) (map (fun x -> x * 2.0) (map (fun i -> xs.[i]) bad)))", Some(1)),
+    ("dot lengths, a map of a failing map", "def main = dot (map (fun x -> x * 2.0) (map (fun i -> xs.[i]) bad)) ys", Some(0)),
     ("dot both fail, one through a map", "def main = dot (map (fun x -> x * 2.0) (map (fun i -> xs.[i]) bad)) (map (fun i -> ys.[i]) worse)", Some(1)),
 ];
 
@@ -146,6 +149,8 @@ fn fused_programs_reach_their_cases() {
     assert!(error("map by a failing builtin bound between").contains("index 100 "));
     for name in [
         "len of a map of a failing map",
+        "len of a map of a map of a failing map",
+        "dot lengths, a map of a failing map",
         "len of a failing zipWith",
         "len of a zipWith of a failing map",
         "len of a failing λ after a let",
