@@ -98,6 +98,8 @@ def main = sum (map tanh (dense (build 20 (fun i -> toReal i * 0.1)) [0.5, 0.25,
     ("fold by a builtin bound between", "def main = let a = build 5 (fun i -> xs.[i + 47]) in fold max 0.0 a", Some(0)),
     ("map by a partial builtin bound between", "def main = let a = build 3 (fun i -> xs.[i + 47]) in let fs = map max a in fs.[0] 1.0 + fs.[2] (-5.0)", Some(1)),
     ("map by a failing builtin bound between", "def main = let a = build 3 (fun i -> if i == 2 then xs.[100] else 0.0 / 0.0) in map toInt a", Some(2)),
+    ("len of a map of a zipWith", "def main = len (map (fun x -> x + 1.0) (zipWith (fun a b -> a + b) xs ys))", Some(0)),
+    ("len of a map of a failing zipWith", "def main = len (map (fun x -> x + 1.0) (zipWith (fun a i -> toReal a + xs.[i]) is bad))", Some(1)),
     // A producer over a failing producer can fail though its own function cannot.
     ("len of a map of a map of a failing map", "def main = len (map (fun x -> x + 1.0) (map (fun x -> x * 2.0) (map (fun i -> xs.[i]) bad)))", Some(1)),
     ("dot lengths, a map of a failing map", "def main = dot (map (fun x -> x * 2.0) (map (fun i -> xs.[i]) bad)) ys", Some(0)),
@@ -149,6 +151,7 @@ fn fused_programs_reach_their_cases() {
     for name in [
         "len of a map of a failing map",
         "len of a map of a map of a failing map",
+        "len of a map of a failing zipWith",
         "dot lengths, a map of a failing map",
         "len of a failing zipWith",
         "len of a zipWith of a failing map",
@@ -222,21 +225,25 @@ fn big_fused_producers_claim_their_memory() {
     }
 }
 
-/// Fused producers under a megabyte claim nothing: optimised, with their lengths known, the
-/// programs make no array at all (a claim is a `newarray` behind a test of the length).
+/// Fused producers under a megabyte claim nothing, those of a megabyte or more claim their array:
+/// optimised, with their lengths known, the programs make no array, resp. one (the claim: a
+/// `newarray` behind a test of the length).
 #[test]
-fn small_fused_producers_allocate_nothing() {
-    for main in [
-        "def main = sum (map (fun x -> x * 2.0) (build 100000 (fun i -> toReal i)))",
-        "def main = len (build 40000 (fun i -> (i, i, i)))",
-        "def main = dot (build 1000 (fun i -> toReal i)) (build 1000 (fun i -> 1.0))",
+fn fused_producers_claim_from_a_megabyte() {
+    for (main, claims) in [
+        ("def main = sum (map (fun x -> x * 2.0) (build 100000 (fun i -> toReal i)))", 0),
+        ("def main = sum (build 120000 (fun i -> toReal i))", 0),
+        ("def main = sum (build 140000 (fun i -> toReal i))", 1),
+        ("def main = len (build 40000 (fun i -> (i, i, i)))", 0),
+        ("def main = len (build 50000 (fun i -> (i, i, i)))", 1),
+        ("def main = dot (build 1000 (fun i -> toReal i)) (build 1000 (fun i -> 1.0))", 0),
     ] {
         let src = main.to_string();
         let text = frontend::with_big_stack(move || {
             let (_, mono) = runtime::prepare(&src, "main").expect("checks");
             runtime::engine::ir_text(&mono, true).expect("lowers")
         });
-        assert!(!text.contains("newarray"), "{main}:\n{text}");
+        assert_eq!(text.matches("= newarray").count(), claims, "{main}:\n{text}");
     }
 }
 
