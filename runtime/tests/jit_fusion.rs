@@ -45,6 +45,7 @@ const PROGRAMS: &[(&str, &str, Option<usize>)] = &[
   let n = len x in
   build (len b) (fun j -> b.[j] + sum (build n (fun k -> w.[j * n + k] * x.[k])))
 def main = sum (map tanh (dense (build 20 (fun i -> toReal i * 0.1)) [0.5, 0.25, -1.0, 2.0] [1.0, 2.0, -3.0, 0.5, 0.25]))", None),
+    ("map of pairs in memory", "def main = let ps = build 10 (fun i -> (i, toReal i * 0.5)) in sum (map (fun (a, b) -> toReal a * b) ps) + ps.[9].2", Some(1)),
     // Not fused: the array is used twice, or inside a λ, or returned.
     ("used twice", "def main = let a = build 5 (fun i -> toReal i) in sum a + a.[0]", Some(1)),
     ("used in a loop", "def main = let a = build 5 (fun i -> toReal i) in sum (build 3 (fun j -> a.[j]))", Some(1)),
@@ -70,6 +71,41 @@ def main = sum (map tanh (dense (build 20 (fun i -> toReal i * 0.1)) [0.5, 0.25,
     ("failing binding between", "def main = let a = build 5 (fun i -> xs.[i + 47]) in let b = xs.[100] in sum a + b", Some(1)),
     ("safe binding between", "def main = let a = build 5 (fun i -> xs.[i + 47]) in let b = toReal (len xs) * 2.0 in sum a + b", Some(0)),
     ("infallible past a failing binding", "def main = let a = build 5 (fun i -> toReal i) in let b = xs.[100] in sum a + b", Some(0)),
+    // Which element functions can fail (`term_infallible`, `fn_infallible`, `clo_infallible`): `len`
+    // and indexing read no or one element, so they fuse a producer exactly when its elements cannot
+    // fail. Infallible: fused (these count the arrays), fallible: made, and the error is the
+    // interpreter's (a wrongly fused `len` would return the length instead).
+    ("len of conditionals", "def main = len (build 5 (fun i -> if i > 2 then toReal i else 0.0))", Some(0)),
+    ("len of tuples and arrays", "def main = len (build 5 (fun i -> (i, [i, i + 1])))", Some(0)),
+    ("index of negations, nots, projections", "def main = (build 5 (fun i -> (- (toReal i), not (i > 2), (i, 2.0).1))).[2]", Some(0)),
+    ("len of Real divisions", "def main = len (build 5 (fun i -> 1.0 / toReal i))", Some(0)),
+    ("len of a builtin named by a let", "def main = len (build 5 (fun i -> let f = toReal in f i))", Some(0)),
+    ("len of a builtin map", "def main = len (map tanh xs)", Some(0)),
+    ("len of partial applications", "def main = len (map max xs)", Some(0)),
+    ("len of an infallible zipWith", "def main = len (zipWith (fun a b -> a + b) xs ys)", Some(0)),
+    ("len of a let between curried λs", "def main = len (zipWith (fun a -> let t = a * 2.0 in fun b -> t + b) xs ys)", Some(0)),
+    ("len of maps of maps of a build", "def main = len (map (fun x -> x + 1.0) (map (fun x -> x * 2.0) (build 5 (fun i -> toReal i))))", Some(0)),
+    ("sum named by a let", "def main = let s = sum in let a = build 5 (fun i -> toReal i) in s a", Some(0)),
+    ("len of a failing branch", "def main = len (build 5 (fun i -> if i > 2 then xs.[i + 47] else 0.0))", Some(1)),
+    ("len of Int divisions", "def main = len (build 5 (fun i -> 10 / (i - 3)))", Some(1)),
+    ("len of bag updates", "def main = let b = bag{1 # 9223372036854775807} in let d = gchange bagGroup bag{1} in len (build 5 (fun i -> b <+> d))", Some(1)),
+    ("len of a failing builtin map", "def main = len (map toInt (build 3 (fun i -> 0.0 / 0.0)))", Some(1)),
+    ("len of a map of a failing map", "def main = len (map (fun x -> x * 2.0) (map (fun i -> xs.[i]) bad))", Some(1)),
+    ("len of a failing zipWith", "def main = len (zipWith (fun a i -> toReal a + xs.[i]) is bad)", Some(1)),
+    ("len of a zipWith of a failing map", "def main = len (zipWith (fun a b -> a + b) (map (fun i -> is.[i]) bad) is)", Some(1)),
+    ("len of a failing λ after a let", "def main = len (zipWith (fun a -> let t = a * 2 in fun b -> t + is.[b]) is bad)", Some(1)),
+    // A producer that can fail, and a consumer whose function is bound between them (a builtin,
+    // looked up among the bindings between): fused when that function cannot fail, else made.
+    ("fold by a builtin bound between", "def main = let a = build 5 (fun i -> xs.[i + 47]) in fold max 0.0 a", Some(0)),
+    ("map by a partial builtin bound between", "def main = let a = build 3 (fun i -> xs.[i + 47]) in let fs = map max a in fs.[0] 1.0 + fs.[2] (-5.0)", Some(1)),
+    ("map by a failing builtin bound between", "def main = let a = build 3 (fun i -> if i == 2 then xs.[100] else 0.0 / 0.0) in map toInt a", Some(2)),
+    ("len of a map of a zipWith", "def main = len (map (fun x -> x + 1.0) (zipWith (fun a b -> a + b) xs ys))", Some(0)),
+    ("len of a map of a failing zipWith", "def main = len (map (fun x -> x + 1.0) (zipWith (fun a i -> toReal a + xs.[i]) is bad))", Some(1)),
+    // A producer over a failing producer can fail though its own function cannot.
+    ("len of a map of a zipWith of a failing map", "def main = len (map (fun x -> x + 1) (zipWith (fun a b -> a + b) (map (fun i -> is.[i]) bad) is))", Some(1)),
+    ("len of a map of a map of a failing map", "def main = len (map (fun x -> x + 1.0) (map (fun x -> x * 2.0) (map (fun i -> xs.[i]) bad)))", Some(1)),
+    ("dot lengths, a map of a failing map", "def main = dot (map (fun x -> x * 2.0) (map (fun i -> xs.[i]) bad)) ys", Some(0)),
+    ("dot both fail, one through a map", "def main = dot (map (fun x -> x * 2.0) (map (fun i -> xs.[i]) bad)) (map (fun i -> ys.[i]) worse)", Some(1)),
 ];
 
 fn program(main: &str) -> String {
@@ -107,6 +143,30 @@ fn fused_programs_reach_their_cases() {
     assert!(error("dot both fail, swapped").contains("index -5 "), "{}", error("dot both fail, swapped"));
     assert!(error("failing binding between").contains("index 50 "), "{}", error("failing binding between"));
     assert!(error("infallible past a failing binding").contains("index 100 "));
+    for name in ["len of a failing branch", "fold by a builtin bound between"] {
+        assert!(error(name).contains("index 50 "), "{name}: {}", error(name));
+    }
+    assert!(error("len of Int divisions").contains("division by zero"));
+    assert!(error("len of bag updates").contains("bag multiplicity overflow"), "{}", error("len of bag updates"));
+    assert!(error("len of a failing builtin map").contains("NaN"), "{}", error("len of a failing builtin map"));
+    assert!(error("map by a failing builtin bound between").contains("index 100 "));
+    for name in [
+        "len of a map of a failing map",
+        "len of a map of a map of a failing map",
+        "len of a map of a failing zipWith",
+        "len of a map of a zipWith of a failing map",
+        "dot lengths, a map of a failing map",
+        "len of a failing zipWith",
+        "len of a zipWith of a failing map",
+        "len of a failing λ after a let",
+        "dot both fail, one through a map",
+    ] {
+        assert!(error(name).contains("index 99 "), "{name}: {}", error(name));
+    }
+    assert_eq!(outcome("len of a let between curried λs"), Ok("50".into()));
+    assert_eq!(outcome("sum named by a let"), Ok("10.0".into()));
+    assert!(outcome("map by a partial builtin bound between").is_ok());
+    assert_eq!(outcome("map of pairs in memory"), Ok("147.0".into()));
 }
 
 /// Lowering's IR of `main`'s definition: how many arrays it makes (`newarray`), fused or not.
@@ -167,6 +227,41 @@ fn big_fused_producers_claim_their_memory() {
             Err(e) => assert!(!fits && e.starts_with("out of memory"), "{main}: {e}"),
         }
     }
+}
+
+/// Fused producers under a megabyte claim nothing, those of a megabyte or more claim their array:
+/// optimised, with their lengths known, the programs make no array, resp. one (the claim: a
+/// `newarray` behind a test of the length).
+#[test]
+fn fused_producers_claim_from_a_megabyte() {
+    for (main, claims) in [
+        ("def main = sum (map (fun x -> x * 2.0) (build 100000 (fun i -> toReal i)))", 0),
+        ("def main = sum (build 120000 (fun i -> toReal i))", 0),
+        ("def main = sum (build 140000 (fun i -> toReal i))", 1),
+        ("def main = len (build 40000 (fun i -> (i, i, i)))", 0),
+        ("def main = len (build 50000 (fun i -> (i, i, i)))", 1),
+        ("def main = dot (build 1000 (fun i -> toReal i)) (build 1000 (fun i -> 1.0))", 0),
+    ] {
+        let src = main.to_string();
+        let text = frontend::with_big_stack(move || {
+            let (_, mono) = runtime::prepare(&src, "main").expect("checks");
+            runtime::engine::ir_text(&mono, true).expect("lowers")
+        });
+        assert_eq!(text.matches("= newarray").count(), claims, "{main}:\n{text}");
+    }
+}
+
+/// `dot` of two arrays in memory is a plain counted loop: it allocates nothing, so it takes no
+/// arena mark and compacts nothing, even before the optimiser runs.
+#[test]
+fn dot_of_arrays_in_memory_compacts_nothing() {
+    let src = "def dotp (a : Array Real) (b : Array Real) = dot a b\ndef main = dotp [1.0, 2.0] [3.0, 4.0]";
+    let text = frontend::with_big_stack(move || {
+        let (_, mono) = runtime::prepare(src, "dotp").expect("checks");
+        runtime::engine::ir_text(&mono, false).expect("lowers")
+    });
+    let body = text.split("fn @dotp(").nth(1).expect("dotp's body");
+    assert!(body.contains("fmul") && !body.contains("nabla_arena"), "{text}");
 }
 
 /// The MLP's dense layer, optimised: the row product `sum (build n …)` is a loop that reads `w`

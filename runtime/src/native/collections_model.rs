@@ -628,3 +628,78 @@ fn one_word_maps_cross_between_inline_entries_and_a_table() {
     }
     assert!((0..=7).all(|n| sizes.contains(&n)), "every size from empty to every key was seen: {sizes:?}");
 }
+
+/// The entry arrays compiled code folds over (`nabla_bag_entries`, sorted, and its unordered
+/// twin) are cached on the bag until it changes: a change, recycling and
+/// `forget_cached_entries` drop both. A persistent bag (a driver's state, read from contexts
+/// reset after each update) caches neither, until it is recycled.
+#[test]
+fn entry_array_caches_last_until_the_bag_changes() {
+    // Stand-ins for arena arrays: a bag keeps their addresses and never reads them.
+    let (mut sorted, mut unordered) = ([0u64; 2], [0u64; 2]);
+    let (s, u) = (sorted.as_mut_ptr() as *mut u8, unordered.as_mut_ptr() as *mut u8);
+    let cached = |b: &Bag| (b.cached_entries(), b.cached_unordered_entries());
+    let cache = |b: &mut Bag| {
+        b.cache_entries(s);
+        b.cache_unordered_entries(u);
+        (b.cached_entries(), b.cached_unordered_entries())
+    };
+    for kw in 0..=3 {
+        let key = vec![7u64; kw];
+        let mut one = Bag::new(kw);
+        one.insert(&key, 1).unwrap();
+        let mut b = Bag::new(kw);
+        assert_eq!(cached(&b), (None, None), "width {kw}: a new bag");
+        assert_eq!(cache(&mut b), (Some(s), Some(u)), "width {kw}");
+        b.insert(&key, 0).unwrap();
+        b.add_scaled(&Bag::new(kw), 3).unwrap();
+        b.add_scaled(&one, 0).unwrap();
+        assert_eq!(cached(&b), (Some(s), Some(u)), "width {kw}: nothing changed");
+        b.insert(&key, 2).unwrap();
+        assert_eq!(cached(&b), (None, None), "width {kw}: an insert");
+        cache(&mut b);
+        b.add_scaled(&one, -1).unwrap();
+        assert_eq!(cached(&b), (None, None), "width {kw}: an addition");
+        cache(&mut b);
+        b.forget_cached_entries();
+        assert_eq!(cached(&b), (None, None), "width {kw}: forgotten");
+        cache(&mut b);
+        b.recycle(kw);
+        assert_eq!(cached(&b), (None, None), "width {kw}: recycled");
+        assert!(!b.is_persistent(), "width {kw}");
+        cache(&mut b);
+        b.set_persistent();
+        assert!(b.is_persistent(), "width {kw}");
+        assert_eq!(cached(&b), (None, None), "width {kw}: made persistent");
+        assert_eq!(cache(&mut b), (None, None), "width {kw}: a persistent bag caches nothing");
+        b.insert(&key, 1).unwrap();
+        assert!(b.is_persistent(), "width {kw}: still persistent after a change");
+        b.recycle(kw);
+        assert!(!b.is_persistent(), "width {kw}: recycled");
+        assert_eq!(cache(&mut b), (Some(s), Some(u)), "width {kw}: caches again");
+    }
+}
+
+/// The messages of the errors a collection operation reports (internal ones name the widths).
+#[test]
+fn collection_errors_say_what_went_wrong() {
+    let mismatch = CollectionError::WidthMismatch { expected: 2, found: 3 };
+    assert_eq!(mismatch.to_string(), "internal error: collection width 3 where 2 was expected");
+    assert_eq!(CollectionError::BadWidth(-1).to_string(), "internal error: bad collection width -1");
+    assert_eq!(CollectionError::Overflow.to_string(), anf::ir::BAG_OVERFLOW_MESSAGE);
+}
+
+/// A key's hash depends on each of its words (inline and boxed), so distinct keys spread over a
+/// table's buckets.
+#[test]
+fn words_hash_every_word() {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    let hash = |k: &[u64]| BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(Words::new(k));
+    for k in [vec![1u64], vec![1, 2], vec![1, 2, 3]] {
+        for i in 0..k.len() {
+            let mut other = k.clone();
+            other[i] += 1;
+            assert_ne!(hash(&k), hash(&other), "{k:?} and {other:?}");
+        }
+    }
+}
