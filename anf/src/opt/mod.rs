@@ -22,6 +22,7 @@
 mod bags;
 mod bounds;
 mod cse;
+mod guards;
 mod inline;
 mod maps;
 mod order;
@@ -141,6 +142,11 @@ fn run<E>(
             simplify::simplify_function(module, f, &facts);
             check(module, "simplification", f)?;
         }
+        if guards::fold(&mut module.funcs[f]) {
+            check(module, "decided conditions", f)?;
+            simplify::simplify_function(module, f, &facts);
+            check(module, "simplification", f)?;
+        }
         if bounds::eliminate(&mut module.funcs[f]) {
             check(module, "bounds-check elimination", f)?;
             simplify::simplify_function(module, f, &facts);
@@ -177,7 +183,9 @@ fn run<E>(
     }
     // Last, the compaction scopes of loops that allocate nothing once optimised; the simplifier
     // then folds their constant checks and removes the copying code they guarded.
-    let funcs: Vec<FuncId> = module.funcs.keys().collect();
+    // Only in the functions that are kept (callees inlined everywhere are about to go).
+    let kept = kept_functions(module, roots);
+    let funcs: Vec<FuncId> = module.funcs.keys().filter(|f| kept[f.index()]).collect();
     for f in funcs {
         if scopes::drop_idle(module, f, &mut allocating) {
             check(module, "idle compaction scopes", f)?;
@@ -305,19 +313,24 @@ pub fn reachable_functions(module: &Module, roots: &[FuncId]) -> Vec<bool> {
     seen
 }
 
+/// What [`prune`] keeps: the functions reachable from the roots and from closure tags.
+fn kept_functions(module: &Module, roots: &[FuncId]) -> Vec<bool> {
+    let mut keep_roots: Vec<FuncId> = roots.to_vec();
+    keep_roots.extend(module.tags.values().map(|t| t.func));
+    reachable_functions(module, &keep_roots)
+}
+
 /// Removes the functions that neither the roots nor any closure tag can reach, renumbering the
 /// rest (calls and tags follow).
 fn prune(module: &mut Module, roots: &[FuncId]) -> FuncMap {
-    let mut keep_roots: Vec<FuncId> = roots.to_vec();
-    keep_roots.extend(module.tags.values().map(|t| t.func));
-    let keep = reachable_functions(module, &keep_roots);
+    let keep = kept_functions(module, roots);
     let mut new = vec![None; module.funcs.len()];
     let mut funcs = PrimaryMap::new();
-    let old = std::mem::take(&mut module.funcs);
-    for (id, f) in old.iter() {
-        if keep[id.index()] {
-            new[id.index()] = Some(funcs.next_key());
-            funcs.push(f.clone());
+    let mut old = std::mem::take(&mut module.funcs);
+    for (id, f) in old.values_mut().enumerate() {
+        if keep[id] {
+            new[id] = Some(funcs.next_key());
+            funcs.push(std::mem::replace(f, crate::ir::Function::empty("", Default::default())));
         }
     }
     let map = FuncMap { new };
