@@ -9,7 +9,8 @@
 //! cannot pass goes with it.
 //!
 //! "The same thing" is value numbering of the pure operations a condition is made of: constants,
-//! array lengths (an array's length never changes), comparisons and `not`, each numbered by its
+//! array lengths (an array's length never changes), integer and boolean arithmetic that cannot
+//! fail, comparisons and `not`, each numbered by its
 //! operation and its operands' numbers. Two values with one number are equal wherever both are
 //! computed, so a fact about one is a fact about the other. Only comparisons and `not`s are
 //! rewritten (to `bconst`); nothing that can fail is touched.
@@ -17,7 +18,7 @@
 use rustc_hash::FxHashMap;
 
 use crate::ir::cfg::{reverse_postorder, successor, Dominators};
-use crate::ir::{Block, Cmp, Function, Op, UnaryOp, Value, ValueDef};
+use crate::ir::{BinaryOp, Block, Cmp, Function, Op, UnaryOp, Value, ValueDef};
 
 /// A pure operation by its operands' numbers.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -27,6 +28,8 @@ enum Key {
     Len(Value),
     Icmp(Cmp, Value, Value),
     Not(Value),
+    /// Integer and boolean arithmetic that cannot fail (`len x - 1`).
+    Bin(BinaryOp, Value, Value),
 }
 
 /// Folds the comparisons of `func` that dominating branches decide; true if any was.
@@ -46,6 +49,16 @@ pub(super) fn fold(func: &mut Function) -> bool {
                 Op::ArrayLen(a) => Key::Len(n(a)),
                 Op::Icmp(c, x, y) => Key::Icmp(c, n(x), n(y)),
                 Op::Unary(UnaryOp::Not, x) => Key::Not(n(x)),
+                Op::Binary(
+                    op @ (BinaryOp::Iadd
+                    | BinaryOp::Isub
+                    | BinaryOp::Imul
+                    | BinaryOp::And
+                    | BinaryOp::Or
+                    | BinaryOp::Xor),
+                    x,
+                    y,
+                ) => Key::Bin(op, n(x), n(y)),
                 Op::Brif(..) => {
                     has_branch = true;
                     continue;
