@@ -24,6 +24,7 @@
 mod bags;
 mod bounds;
 mod cse;
+mod guards;
 mod inline;
 mod maps;
 mod order;
@@ -119,6 +120,9 @@ fn run<E>(
     let root_set: FxHashSet<FuncId> = roots.iter().copied().collect();
     // Which functions allocate (callees are final when their callers ask).
     let mut allocating = rustc_hash::FxHashMap::default();
+    let mut deferred = Vec::new();
+    // The deferred functions not optimised yet.
+    let mut pending: FxHashSet<FuncId> = FxHashSet::default();
     for f in order {
         // Callees are final by now (callees first); `f` is simplified once, after inlining.
         loop {
@@ -131,7 +135,24 @@ fn run<E>(
                 gs <= options.inline_size
                     || (call_sites[g.index()] == 1 && !root_set.contains(&g) && size + gs <= options.max_size)
             });
-            let Some((block, index, g)) = pick else { break };
+            let Some((block, index, g)) = pick else {
+                // A deferred callee too big to inline as it is may fit once optimised (as it
+                // would have been before its caller asked): optimise those, and ask again.
+                let mut waiting = Vec::new();
+                for_each_call(&module.funcs[f], |g| {
+                    if pending.contains(&g) && call_sites[g.index()] == 1 {
+                        waiting.push(g)
+                    }
+                });
+                if waiting.is_empty() {
+                    break;
+                }
+                for g in waiting {
+                    pending.remove(&g);
+                    local_passes(module, g, &facts, check)?;
+                }
+                continue;
+            };
             if size > options.max_size || !inline::inline_call(module, f, block, index) {
                 break;
             }
@@ -139,50 +160,29 @@ fn run<E>(
             for_each_call(&module.funcs[g], |h| call_sites[h.index()] += 1);
             check(module, "inlining", f)?;
         }
-        simplify::simplify_function(module, f, &facts);
-        check(module, "simplification", f)?;
-        if cse::eliminate(&mut module.funcs[f], &facts) {
-            check(module, "redundancy elimination", f)?;
-            simplify::simplify_function(module, f, &facts);
-            check(module, "simplification", f)?;
+        // A function whose one call is about to inline it into its caller is optimised there,
+        // once, as part of the caller; optimised here too, its body would be worked over twice
+        // (the entry's root, which the apply entry inlines, is the biggest function of all).
+        // Those its caller does not inline after all are optimised below.
+        if call_sites[f.index()] == 1 && !root_set.contains(&f) && !recursive[f.index()] {
+            deferred.push(f);
+            pending.insert(f);
+            continue;
         }
-        if bounds::eliminate(&mut module.funcs[f]) {
-            check(module, "bounds-check elimination", f)?;
-            simplify::simplify_function(module, f, &facts);
-            check(module, "simplification", f)?;
+        local_passes(module, f, &facts, check)?;
+    }
+    // The deferred functions the roots still call (not inlined after all). One kept only as a
+    // closure's code that no `switch` calls any more is never compiled: it stays as it is.
+    let kept = reachable_functions(module, roots);
+    for f in deferred {
+        if kept[f.index()] && pending.contains(&f) {
+            local_passes(module, f, &facts, check)?;
         }
-        let placeholder = crate::ir::Function::empty("", Default::default());
-        let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
-        let fused = bags::fuse(module, &mut func);
-        module.funcs[f] = func;
-        check(module, "bag fusion", f)?;
-        if fused {
-            simplify::simplify_function(module, f, &facts);
-            check(module, "simplification", f)?;
-        }
-        let placeholder = crate::ir::Function::empty("", Default::default());
-        let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
-        let fused = maps::fuse(module, &mut func);
-        module.funcs[f] = func;
-        check(module, "singleton-map fusion", f)?;
-        let placeholder = crate::ir::Function::empty("", Default::default());
-        let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
-        let fused = maps::fuse_accumulators(module, &mut func) | fused;
-        module.funcs[f] = func;
-        check(module, "map-accumulator fusion", f)?;
-        if fused {
-            simplify::simplify_function(module, f, &facts);
-            check(module, "simplification", f)?;
-        }
-        let placeholder = crate::ir::Function::empty("", Default::default());
-        let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
-        order::relax(module, &mut func);
-        module.funcs[f] = func;
-        check(module, "unsorted iteration", f)?;
     }
     // Last, the compaction scopes of loops that allocate nothing once optimised; the simplifier
     // then folds their constant checks and removes the copying code they guarded.
-    let funcs: Vec<FuncId> = module.funcs.keys().collect();
+    // Only in the functions the roots call (the others are never compiled).
+    let funcs: Vec<FuncId> = module.funcs.keys().filter(|f| kept[f.index()]).collect();
     for f in funcs {
         if scopes::drop_idle(module, f, &mut allocating) {
             check(module, "idle compaction scopes", f)?;
@@ -191,6 +191,68 @@ fn run<E>(
         }
     }
     Ok(prune(module, roots))
+}
+
+/// The clean-up and fusion passes on one function, after inlining into it: simplification,
+/// redundancy elimination, decided conditions, bounds checks, bag and map fusion, unsorted
+/// iteration (each followed by the simplifier when it changed something).
+fn local_passes<E>(
+    module: &mut Module,
+    f: FuncId,
+    facts: &simplify::ModuleFacts,
+    check: &mut dyn FnMut(&Module, &str, FuncId) -> Result<(), E>,
+) -> Result<(), E> {
+    simplify::simplify_function(module, f, facts);
+    check(module, "simplification", f)?;
+    if cse::eliminate(&mut module.funcs[f], facts) {
+        check(module, "redundancy elimination", f)?;
+        simplify::simplify_function(module, f, facts);
+        check(module, "simplification", f)?;
+    }
+    // Again when the simplifier removed what a decided condition guarded: a block that had
+    // several predecessors may have one now, and the facts of its branch reach further.
+    for _ in 0..4 {
+        if !guards::fold(&mut module.funcs[f]) {
+            break;
+        }
+        check(module, "decided conditions", f)?;
+        simplify::simplify_function(module, f, facts);
+        check(module, "simplification", f)?;
+    }
+    if bounds::eliminate(&mut module.funcs[f]) {
+        check(module, "bounds-check elimination", f)?;
+        simplify::simplify_function(module, f, facts);
+        check(module, "simplification", f)?;
+    }
+    let placeholder = crate::ir::Function::empty("", Default::default());
+    let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
+    let fused = bags::fuse(module, &mut func);
+    module.funcs[f] = func;
+    check(module, "bag fusion", f)?;
+    if fused {
+        simplify::simplify_function(module, f, facts);
+        check(module, "simplification", f)?;
+    }
+    let placeholder = crate::ir::Function::empty("", Default::default());
+    let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
+    let fused = maps::fuse(module, &mut func);
+    module.funcs[f] = func;
+    check(module, "singleton-map fusion", f)?;
+    let placeholder = crate::ir::Function::empty("", Default::default());
+    let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
+    let fused = maps::fuse_accumulators(module, &mut func) | fused;
+    module.funcs[f] = func;
+    check(module, "map-accumulator fusion", f)?;
+    if fused {
+        simplify::simplify_function(module, f, facts);
+        check(module, "simplification", f)?;
+    }
+    let placeholder = crate::ir::Function::empty("", Default::default());
+    let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
+    order::relax(module, &mut func);
+    module.funcs[f] = func;
+    check(module, "unsorted iteration", f)?;
+    Ok(())
 }
 
 /// Calls `k` on the callee of every call in the function's layout.
@@ -310,19 +372,24 @@ pub fn reachable_functions(module: &Module, roots: &[FuncId]) -> Vec<bool> {
     seen
 }
 
+/// What [`prune`] keeps: the functions reachable from the roots and from closure tags.
+fn kept_functions(module: &Module, roots: &[FuncId]) -> Vec<bool> {
+    let mut keep_roots: Vec<FuncId> = roots.to_vec();
+    keep_roots.extend(module.tags.values().map(|t| t.func));
+    reachable_functions(module, &keep_roots)
+}
+
 /// Removes the functions that neither the roots nor any closure tag can reach, renumbering the
 /// rest (calls and tags follow).
 fn prune(module: &mut Module, roots: &[FuncId]) -> FuncMap {
-    let mut keep_roots: Vec<FuncId> = roots.to_vec();
-    keep_roots.extend(module.tags.values().map(|t| t.func));
-    let keep = reachable_functions(module, &keep_roots);
+    let keep = kept_functions(module, roots);
     let mut new = vec![None; module.funcs.len()];
     let mut funcs = PrimaryMap::new();
-    let old = std::mem::take(&mut module.funcs);
-    for (id, f) in old.iter() {
-        if keep[id.index()] {
-            new[id.index()] = Some(funcs.next_key());
-            funcs.push(f.clone());
+    let mut old = std::mem::take(&mut module.funcs);
+    for (id, f) in old.values_mut().enumerate() {
+        if keep[id] {
+            new[id] = Some(funcs.next_key());
+            funcs.push(std::mem::replace(f, crate::ir::Function::empty("", Default::default())));
         }
     }
     let map = FuncMap { new };

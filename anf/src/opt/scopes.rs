@@ -47,7 +47,7 @@ fn function_allocates(module: &Module, g: FuncId, memo: &mut FxHashMap<FuncId, b
 pub(super) fn drop_idle(module: &mut Module, f: FuncId, memo: &mut FxHashMap<FuncId, bool>) -> bool {
     let func = &module.funcs[f];
     let name_of = |op: &Op| match op {
-        Op::CallExt(e, args) => Some((module.externs[*e].name.as_str(), args.clone())),
+        Op::CallExt(e, args) => Some((module.externs[*e].name.as_str(), args.first().copied())),
         _ => None,
     };
     let mut pos: FxHashMap<Inst, (Block, usize)> = FxHashMap::default();
@@ -60,26 +60,28 @@ pub(super) fn drop_idle(module: &mut Module, f: FuncId, memo: &mut FxHashMap<Fun
             }
         }
     }
-    let mut idle = Vec::new();
-    for m in marks {
-        let Some(&mv) = func.insts[m].results.first() else { continue };
-        let begins: FxHashSet<Inst> = pos
-            .keys()
-            .copied()
-            .filter(|&i| {
-                matches!(name_of(&func.insts[i].op),
-                    Some(("nabla_arena_compact_begin" | "nabla_arena_scope_begin", args)) if args.first() == Some(&mv))
-            })
-            .collect();
-        // Blocks from which a check can be reached: an allocation matters only on the way
-        // from the mark to a check (not after the loop).
-        let mut reach: FxHashSet<Block> = begins.iter().map(|i| pos[i].0).collect();
-        let mut preds: FxHashMap<Block, Vec<Block>> = FxHashMap::default();
+    // The checks of each mark, and every block's predecessors, found once for all marks.
+    let mut begins_of: FxHashMap<crate::ir::Value, FxHashSet<Inst>> = FxHashMap::default();
+    for &i in pos.keys() {
+        if let Some(("nabla_arena_compact_begin" | "nabla_arena_scope_begin", Some(mv))) = name_of(&func.insts[i].op) {
+            begins_of.entry(mv).or_default().insert(i);
+        }
+    }
+    let mut preds: FxHashMap<Block, Vec<Block>> = FxHashMap::default();
+    if !marks.is_empty() {
         for &b in &func.layout {
             for s in successors(func, b) {
                 preds.entry(s).or_default().push(b);
             }
         }
+    }
+    let mut idle = Vec::new();
+    for m in marks {
+        let Some(&mv) = func.insts[m].results.first() else { continue };
+        let begins = begins_of.remove(&mv).unwrap_or_default();
+        // Blocks from which a check can be reached: an allocation matters only on the way
+        // from the mark to a check (not after the loop).
+        let mut reach: FxHashSet<Block> = begins.iter().map(|i| pos[i].0).collect();
         // Not through the mark: a path that passes it again starts the scope anew.
         let (b0, k0) = pos[&m];
         let mut back: Vec<Block> = reach.iter().copied().filter(|b| *b != b0).collect();

@@ -540,6 +540,9 @@ impl<'a> Simplifier<'a> {
                 if x == y {
                     return Some(O(Op::Bconst(matches!(c, Cmp::Eq | Cmp::Le | Cmp::Ge))));
                 }
+                if let Some(known) = self.length_against_nonpositive(*c, *x, *y) {
+                    return Some(O(Op::Bconst(known)));
+                }
                 match (self.konst(*x)?, self.konst(*y)?) {
                     (Const::Int(p), Const::Int(q)) => O(Op::Bconst(match c {
                         Cmp::Eq => p == q,
@@ -574,6 +577,31 @@ impl<'a> Simplifier<'a> {
             }
             _ => return None,
         })
+    }
+
+    /// `len < k` (false) and `len >= k` (true) for an array length `len` and a constant `k <= 0`,
+    /// either way round: a length is never negative, so `build (len x) f`'s and
+    /// `iterate (len x) …`'s checks of a negative count fold away with their trap blocks.
+    fn length_against_nonpositive(&self, c: Cmp, x: Value, y: Value) -> Option<bool> {
+        let is_len = |v: Value| matches!(def_op(self.func, v), Some(Op::ArrayLen(_)));
+        let nonpositive = |v: Value| self.int(v).is_some_and(|k| k <= 0);
+        // Put the length on the left: `k > len` is `len < k`, `k <= len` is `len >= k`.
+        let c = if is_len(x) && nonpositive(y) {
+            c
+        } else if is_len(y) && nonpositive(x) {
+            match c {
+                Cmp::Gt => Cmp::Lt,
+                Cmp::Le => Cmp::Ge,
+                _ => return None,
+            }
+        } else {
+            return None;
+        };
+        match c {
+            Cmp::Lt => Some(false),
+            Cmp::Ge => Some(true),
+            _ => None,
+        }
     }
 
     /// Loads from fresh records whose only store dominates them, with the stored value.

@@ -1157,3 +1157,171 @@ fn map_accumulators_read_meanwhile_or_in_other_groups_are_kept() {
     let out = opt(&escapes);
     assert_eq!(count(&out, "main", "map_new"), 2, "{out}");
 }
+
+/// `build (len x) f`'s check of a negative count cannot fail: an array length is never negative.
+/// A check of a count that is not a length stays.
+#[test]
+fn lengths_are_never_negative() {
+    let text = "\
+fn @main(ptr, i64) -> i64 {
+b0(v0: ptr, v1: i64):
+    v2 = arraylen v0
+    v3 = iconst 0
+    v4 = icmp lt v2, v3
+    brif v4, b1, b2
+b1:
+    v5 = iconst 3
+    trap build_negative(v5, v2, v3)
+b2:
+    v6 = icmp gt v3, v2
+    brif v6, b3, b4
+b3:
+    v7 = iconst 4
+    trap build_negative(v7, v2, v3)
+b4:
+    v8 = icmp lt v1, v3
+    brif v8, b5, b6
+b5:
+    v9 = iconst 5
+    trap build_negative(v9, v1, v3)
+b6:
+    return v2
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "trap"), 1, "{out}");
+    assert!(out.contains("iconst 5") && !out.contains("iconst 3") && !out.contains("iconst 4"), "{out}");
+}
+
+/// A condition a dominating branch decided: the second check of the same count (a fresh
+/// comparison of the length of the same array against an equal constant) cannot fail once the
+/// first passed, and the negation of a condition known true is false — so code reachable only
+/// past a check that cannot pass goes, calls and all.
+#[test]
+fn conditions_decided_by_a_dominating_branch_fold() {
+    let text = "\
+fn @main(ptr, ptr) -> i64 {
+b0(v0: ptr, v1: ptr):
+    v2 = arraylen v0
+    v3 = iconst 268435456
+    v4 = icmp gt v2, v3
+    brif v4, b1, b2
+b1:
+    v5 = iconst 3
+    trap build_too_large(v5, v2, v3)
+b2:
+    v6 = arraylen v0
+    v7 = iconst 268435456
+    v8 = icmp le v6, v7
+    brif v8, b4, b3
+b3:
+    v9 = iconst 4
+    trap build_too_large(v9, v6, v7)
+b4:
+    v10 = arraylen v1
+    v11 = icmp eq v6, v10
+    v12 = not v11
+    brif v12, b5, b8
+b5:
+    v13 = arraylen v0
+    v14 = arraylen v1
+    v15 = icmp ne v13, v14
+    brif v15, b6, b7
+b6:
+    v16 = iconst 5
+    trap zipwith_lengths(v16, v13, v14)
+b7:
+    v17 = call @expensive(v13)
+    return v17
+b8:
+    return v2
+}
+
+fn @expensive(i64) -> i64 {
+b0(v0: i64):
+    v1 = iconst 3
+    v2 = imul v0, v1
+    v3 = imul v2, v0
+    v4 = iadd v3, v2
+    v5 = imul v4, v4
+    v6 = iadd v5, v0
+    v7 = imul v6, v2
+    v8 = iadd v7, v5
+    v9 = imul v8, v3
+    v10 = iadd v9, v4
+    v11 = imul v10, v6
+    v12 = iadd v11, v7
+    v13 = imul v12, v8
+    v14 = iadd v13, v9
+    v15 = imul v14, v10
+    v16 = iadd v15, v11
+    v17 = imul v16, v12
+    v18 = iadd v17, v13
+    v19 = imul v18, v14
+    v20 = iadd v19, v15
+    v21 = imul v20, v16
+    v22 = iadd v21, v17
+    v23 = imul v22, v18
+    v24 = iadd v23, v19
+    v25 = imul v24, v20
+    v26 = iadd v25, v21
+    v27 = imul v26, v22
+    v28 = iadd v27, v23
+    v29 = imul v28, v24
+    v30 = iadd v29, v25
+    v31 = imul v30, v26
+    v32 = iadd v31, v27
+    v33 = imul v32, v28
+    v34 = iadd v33, v29
+    v35 = imul v34, v30
+    v36 = iadd v35, v31
+    v37 = imul v36, v32
+    v38 = iadd v37, v33
+    v39 = imul v38, v34
+    v40 = iadd v39, v35
+    v41 = imul v40, v36
+    v42 = iadd v41, v37
+    v43 = imul v42, v38
+    v44 = iadd v43, v39
+    return v44
+}
+";
+    let out = opt(text);
+    // The first size check and the length check (now certain to fail) stay; the second size
+    // check, the branch past the length check and what it called go.
+    assert_eq!(count(&out, "main", "trap"), 2, "{out}");
+    assert!(out.contains("iconst 3") && !out.contains("iconst 4"), "{out}");
+    assert!(out.contains("trap zipwith_lengths"), "{out}");
+    assert!(!out.contains("@expensive"), "{out}");
+}
+
+/// A condition is known only where the edge that decided it dominates: after a join it is not.
+#[test]
+fn conditions_are_not_known_past_a_join() {
+    let text = "\
+fn @main(ptr, bool) -> i64 {
+b0(v0: ptr, v1: bool):
+    v2 = arraylen v0
+    v3 = iconst 10
+    brif v1, b1, b2
+b1:
+    v4 = icmp gt v2, v3
+    brif v4, b3, b4
+b3:
+    v5 = iconst 3
+    trap build_too_large(v5, v2, v3)
+b4:
+    jump b2
+b2:
+    v6 = icmp gt v2, v3
+    brif v6, b5, b6
+b5:
+    v7 = iconst 4
+    trap build_too_large(v7, v2, v3)
+b6:
+    return v2
+}
+";
+    let out = opt(text);
+    assert_eq!(count(&out, "main", "trap"), 2, "{out}");
+}
