@@ -218,6 +218,10 @@ impl Entry {
     }
 }
 
+/// Address space reserved per JIT module for its code and data (pages are committed only as
+/// code is written; freed with the module). Under 2 GiB, so PC-relative references reach.
+const CODE_REGION: usize = 1 << 30;
+
 impl Jit {
     /// A JIT for the host with the given support functions.
     pub fn new(config: JitConfig, support: SupportTable) -> Result<Jit, JitError> {
@@ -242,6 +246,12 @@ impl Jit {
         for f in support.iter() {
             builder.symbol(f.name.clone(), f.addr);
         }
+        // One reserved region for all of the module's code and data: its functions call each
+        // other and read their constants PC-relative (±2 GiB), which separate mappings placed
+        // anywhere in the address space need not satisfy (a relocation overflow at finalisation).
+        let region = cranelift_jit::ArenaMemoryProvider::new_with_size(CODE_REGION)
+            .map_err(|e| JitError::Unsupported(format!("reserving {CODE_REGION} bytes for code: {e}")))?;
+        builder.memory_provider(Box::new(region));
         let module = JITModule::new(builder);
         let ctx = module.make_context();
         Ok(Jit {
