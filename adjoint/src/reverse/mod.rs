@@ -470,9 +470,8 @@ impl<'m> Transform<'m> {
                 params.push((*id, n.clone(), v.ty.clone()));
                 args.push(var(*id, n, &v.ty));
             }
-            ExprKind::Var(n, VarRef::Global(d)) if plain_data(&v.ty) && !globals.contains_key(d) => {
+            ExprKind::Var(n, VarRef::Global(d)) if plain_data(&v.ty) && !fresh.iter().any(|(g, _, _)| g == d) => {
                 fresh.push((*d, n.clone(), v.clone()));
-                globals.insert(*d, LocalId(u32::MAX));
             }
             _ => {}
         });

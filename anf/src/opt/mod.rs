@@ -224,35 +224,33 @@ fn local_passes<E>(
         simplify::simplify_function(module, f, facts);
         check(module, "simplification", f)?;
     }
-    let placeholder = crate::ir::Function::empty("", Default::default());
-    let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
-    let fused = bags::fuse(module, &mut func);
-    module.funcs[f] = func;
+    let fused = detached(module, f, bags::fuse);
     check(module, "bag fusion", f)?;
     if fused {
         simplify::simplify_function(module, f, facts);
         check(module, "simplification", f)?;
     }
-    let placeholder = crate::ir::Function::empty("", Default::default());
-    let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
-    let fused = maps::fuse(module, &mut func);
-    module.funcs[f] = func;
+    let fused = detached(module, f, maps::fuse);
     check(module, "singleton-map fusion", f)?;
-    let placeholder = crate::ir::Function::empty("", Default::default());
-    let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
-    let fused = maps::fuse_accumulators(module, &mut func) | fused;
-    module.funcs[f] = func;
+    let fused = detached(module, f, maps::fuse_accumulators) | fused;
     check(module, "map-accumulator fusion", f)?;
     if fused {
         simplify::simplify_function(module, f, facts);
         check(module, "simplification", f)?;
     }
-    let placeholder = crate::ir::Function::empty("", Default::default());
-    let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
-    order::relax(module, &mut func);
-    module.funcs[f] = func;
+    detached(module, f, order::relax);
     check(module, "unsorted iteration", f)?;
     Ok(())
+}
+
+/// Runs a pass on function `f` taken out of the module, so that it can read and add the module's
+/// other functions while it rewrites `f`; `f` is put back afterwards.
+fn detached(module: &mut Module, f: FuncId, pass: fn(&mut Module, &mut crate::ir::Function) -> bool) -> bool {
+    let placeholder = crate::ir::Function::empty("", Default::default());
+    let mut func = std::mem::replace(&mut module.funcs[f], placeholder);
+    let changed = pass(module, &mut func);
+    module.funcs[f] = func;
+    changed
 }
 
 /// Calls `k` on the callee of every call in the function's layout.
