@@ -301,42 +301,45 @@ fn compiled_gradients_over_arrays_of_arrays_and_tuples_equal_the_reducers() {
     });
 }
 
-/// Contexts around `f` for per-site fallback: `f` is differentiated through `<+>` of a change
-/// chosen at run time (a site the transform does not compile), inside compiled code that passes
+/// Contexts around `f` for per-site fallback: `f` is differentiated through a function built at
+/// run time (a site the transform does not compile), inside compiled code that passes
 /// the site its free locals (an `Int` index, a Real, an array, a tuple) and uses its value (a
 /// Real, an array, a tuple), in `build`, `fold` and `iterate` loops.
 fn fallback_context(form: u64, n: usize, point: &[f64], rng: &mut Rng) -> String {
-    let change = |c: &str| format!("(if {c} then replace 0.25 else gchange realGroup 0.5)");
+    // `v` through a function built at run time: a `fold` whose carry is a closure, composed once
+    // per element (`y ↦ v(y · k)`, k = 0.5 or 1 chosen by `c`).
+    let built = |c: &str, v: &str| {
+        format!(
+            "(fold (fun (h : Real -> Real) (k : Real) -> fun (y : Real) -> h (y * k)) (fun (y : Real) -> y) [if {c} then 0.5 else 1.0]) ({v})"
+        )
+    };
     let scale = lit(((rng.unit() * 4.0 - 2.0) * 4.0).round() / 4.0);
     match form {
         // A Real site per element of a `build`, its index a free local.
         0 => format!(
-            "def main = build 3 (fun i -> grad (fun (y : Real) -> {} <+> {}) ({} + 0.125 * toReal i))\n",
-            f_through(n, "y", point),
-            change("i == 1"),
+            "def main = build 3 (fun i -> grad (fun (y : Real) -> {}) ({} + 0.125 * toReal i))\n",
+            built("i == 1", &f_through(n, "y", point)),
             lit(point[0])
         ),
         // An array-valued site (a gradient over an array) beside compiled work, in a tuple.
         1 => format!(
-            "def g (c : Bool) (xs : Array Real) : Real = ({} * {scale}) <+> {}\n\
+            "def g (c : Bool) (xs : Array Real) : Real = {}\n\
              def main = let p = {} in (sum (map (fun x -> x * x) p), grad (g (len p > 5)) p, grad (g true) p)\n",
-            f_of_array(n, "xs"),
-            change("c"),
+            built("c", &format!("{} * {scale}", f_of_array(n, "xs"))),
             array_literal(point)
         ),
         // A site in a `fold` over indices: the accumulator and the index cross into it.
         2 => format!(
-            "def main = fold (fun acc i -> acc + grad (fun (y : Real) -> {} <+> {}) (acc * 0.01 + {})) 0.0 [0, 1, 2]\n",
-            f_through(n, "y", point),
-            change("i > 1"),
+            "def main = fold (fun acc i -> acc + grad (fun (y : Real) -> {}) (acc * 0.01 + {})) 0.0 [0, 1, 2]\n",
+            built("i > 1", &f_through(n, "y", point)),
             lit(point[0])
         ),
         // A tuple-valued site (a vjp) in an `iterate` whose carry holds an array.
         _ => format!(
-            "def h (c : Bool) (xs : Array Real) : Real * Real = let v = {} in (v <+> {}, v * xs.[0])\n\
+            "def h (c : Bool) (xs : Array Real) : Real * Real = let v = {} in ({}, v * xs.[0])\n\
              def main = iterate 2 (fun (k, ys) -> (k + 1, map (fun y -> 0.5 * y) (vjp (h (k == 0)) ys (1.0, {scale})))) (0, {})\n",
             f_of_array(n, "xs"),
-            change("c"),
+            built("c", "v"),
             array_literal(point)
         ),
     }
@@ -367,7 +370,10 @@ fn sites_left_to_the_interpreter_agree_with_the_reducer() {
                 let r = runtime::engine::run_in(&mono, &mut ctx).map_err(|d| d.to_string())?;
                 // No note: the change's site was inactive (`f` ignores its input), so it compiled.
                 let note = r.note.unwrap_or_default();
-                match note.lines().find(|l| !l.contains("`<+>` of a change chosen at run time")) {
+                match note
+                    .lines()
+                    .find(|l| !l.contains("a gradient through a call of a function not known at compile time"))
+                {
                     Some(l) => Err(format!("another fallback: {l}")),
                     None => Ok((reals(&r.value), !note.is_empty())),
                 }

@@ -1938,9 +1938,10 @@ impl Ad<'_, '_> {
                 let d = self.emit(out, "d", mk(ExprKind::Neg(g), Type::Real));
                 self.add(out, a, Adj::R(d))
             }
-            // `a ⊕ da` with `a` active whose change `expand_oplus` could not see: its derivative
-            // depends on which change `da` holds at run time (the reducer's rule (⊕) reads it at
-            // the point); not compiled, so the interpreter runs it.
+            // `a ⊕ da` with `a` active whose change `expand_oplus` could not see (read from an
+            // array, made by a loop): its derivative depends on which change `da` holds at run
+            // time (the reducer's rule (⊕) reads it at the point); not compiled, so the
+            // interpreter runs it.
             ExprKind::Bin(BinOp::Oplus, a, _) if self.is_active(a) => {
                 self.err("a gradient through `<+>` of a change chosen at run time")
             }
@@ -2337,6 +2338,20 @@ impl Ad<'_, '_> {
                 self.group_update(out, a, &g, &d)
             }
             _ => match (&d.kind, &a.ty) {
+                // A change chosen by `if`: each branch's update under the same `if` (the reducer's
+                // (⊕) reads the change at the point, the branch taken; `if` differentiates it).
+                (ExprKind::If(c, l1, l2), _) => {
+                    let mut branch = |l: &E| -> Option<E> {
+                        // A copy of the branch (its binders fresh: the change's own `if` stays).
+                        let (binds, res) = series(&self.t.refresh(l))?;
+                        let mut bs = self.expand_oplus(binds);
+                        let u = self.update(&mut bs, a, &res)?;
+                        let z = self.t.bind(&mut bs, "u", u);
+                        Some(lets(bs, z))
+                    };
+                    let (b1, b2) = (branch(l1)?, branch(l2)?);
+                    Some(if_(c, b1, b2))
+                }
                 (ExprKind::Tuple(cs), Type::Tuple(ts)) if cs.len() == ts.len() => {
                     let mut parts = Vec::new();
                     for (i, c) in cs.iter().enumerate() {
