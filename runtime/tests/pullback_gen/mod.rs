@@ -47,16 +47,11 @@ pub struct Options {
     /// Allow `grad` inside the body (nested differentiation).
     pub nested: bool,
     pub depth: u32,
-    /// Allow closures chosen at run time by `if`. The reducer differentiates them once, but not
-    /// again: under an outer gradient their condition is symbolic and it is stuck. So they are
-    /// never made inside the body's own nested `grad`, and callers that differentiate `f` twice
-    /// turn them off.
-    pub chosen_closures: bool,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { nested: true, depth: 4, chosen_closures: true }
+        Options { nested: true, depth: 4 }
     }
 }
 
@@ -112,7 +107,7 @@ pub fn lit(x: f64) -> String {
 pub fn program(rng: &mut Rng, opts: &Options) -> Program {
     let inputs = 1 + rng.below(4) as usize;
     let point: Vec<f64> = (0..inputs).map(|_| ((rng.unit() * 3.0 - 1.5) * 8.0).round() / 8.0).collect();
-    let mut g = Gen { rng, opts, point: point.clone(), fresh: 0, nesting: false };
+    let mut g = Gen { rng, opts, point: point.clone(), fresh: 0 };
     let env: Vec<String> = (1..=inputs).map(|i| format!("x{i}")).collect();
     // A body that never names an input has a zero partial there that tests nothing: resample
     // (a few times; then the missing inputs are added in as terms of their own).
@@ -140,8 +135,6 @@ struct Gen<'r> {
     opts: &'r Options,
     point: Vec<f64>,
     fresh: u32,
-    /// Generating the body of a nested `grad`.
-    nesting: bool,
 }
 
 impl Gen<'_> {
@@ -271,7 +264,7 @@ impl Gen<'_> {
                 let mut env2 = env.to_vec();
                 env2.push(u.clone());
                 let body = self.real(&env2, d);
-                if self.opts.chosen_closures && !self.nesting && self.rng.chance(0.3) {
+                if self.rng.chance(0.3) {
                     // A closure chosen at run time by `if` on an input (the branch taken).
                     let (x, c) = self.input_threshold();
                     let other = self.real(&env2, d);
@@ -352,9 +345,7 @@ impl Gen<'_> {
                 let u = self.name("u");
                 let mut env2 = env.to_vec();
                 env2.push(u.clone());
-                let outer = std::mem::replace(&mut self.nesting, true);
                 let inner = self.real(&env2, d.min(1));
-                self.nesting = outer;
                 if self.rng.chance(0.5) {
                     return format!("grad (fun ({u} : Real) -> {inner}) {}", self.atom(env, d));
                 }

@@ -635,6 +635,13 @@ impl<'a, 'p> Reducer<'a, 'p> {
         }
         let g = match &fv.kind {
             ExprKind::Lam(..) => fv.clone(),
+            // (19b) ext: a function chosen by an `if` whose condition the point leaves symbolic
+            // (a nested premise): `λq. if c then l₁ q else l₂ q`, the application pushed into the
+            // branches, whose premise rule if′ differentiates.
+            ExprKind::If(c, l1, l2) => {
+                let (pq, q) = fresh_var("q", &argument_of(&fv.ty));
+                lam(pq, mk(ExprKind::If(c.clone(), app(l1, q.clone()), app(l2, q)), e.ty.clone()))
+            }
             _ if is_function_value(&fv) => eta(&fv),
             _ => return Ok(Elem::Stuck), // Remark 3.6, value 2
         };
