@@ -38,6 +38,7 @@ const MUST_COMPILE: &[&str] = &[
     "pb_closures_in_tuples",
     "pb_closures_in_arrays",
     "pb_closures_computed_index",
+    "pb_closures_from_producers",
     "pb_nested_zero_gradient",
     "pb_fold_product",
     "pb_function_input",

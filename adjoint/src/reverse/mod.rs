@@ -1012,7 +1012,10 @@ impl<'m> Transform<'m> {
         let (h, args) = anf::anormal::spine(&t);
         let atom = |x: &E| matches!(strip(x).kind, ExprKind::Var(_, VarRef::Local(_)) | ExprKind::Lit(_));
         let (n, f, ws) = match (&strip(h).kind, args.as_slice()) {
-            (ExprKind::Var(_, VarRef::Builtin(Builtin::Build)), [n, f]) if atom(n) => ((*n).clone(), *f, None),
+            // `n` is repeated where the array is used: an atom, or a term that cannot fail (`len x`).
+            (ExprKind::Var(_, VarRef::Builtin(Builtin::Build)), [n, f]) if atom(n) || total(n) => {
+                ((*n).clone(), *f, None)
+            }
             (ExprKind::Var(_, VarRef::Builtin(Builtin::Map)), [g, ws])
                 if atom(ws) || matches!(&strip(ws).kind, ExprKind::Array(xs) if xs.iter().all(atom)) =>
             {
@@ -1022,7 +1025,20 @@ impl<'m> Transform<'m> {
         };
         let l = self.refresh(&self.known(f, env)?);
         let ExprKind::Lam(p, inner) = &strip(&l).kind else { return None };
-        let ExprKind::Lam(q, body) = &strip(inner).kind else { return None };
+        // `λi. let c = e in … λx. b`: the element recomputes the lets when it is applied. The
+        // array itself is still made (read for its bounds check, or mapped over once made), so
+        // an error of `e` comes where it did, and `e` is deterministic: the same value again.
+        let mut lets_before = Vec::new();
+        let mut cur = strip(inner);
+        while let ExprKind::Let(pl, rhs, rest) = &cur.kind {
+            lets_before.push((pl.clone(), rhs.clone()));
+            cur = strip(rest);
+        }
+        let ExprKind::Lam(q, body) = &cur.kind else { return None };
+        let body = lets_before.into_iter().rev().fold(body.clone(), |b, (pl, rhs)| {
+            let (ty, span) = (b.ty.clone(), b.span);
+            Expr::new(ExprKind::Let(pl, rhs, b), span, ty)
+        });
         let kid = self.fresh();
         let k = var(kid, &"k".into(), &Type::Int);
         let arg = match &ws {
@@ -1030,7 +1046,7 @@ impl<'m> Transform<'m> {
             None => k.clone(),
         };
         let b = Expr::new(ExprKind::Let(p.clone(), arg, body.clone()), body.span, body.ty.clone());
-        let elem = Expr::new(ExprKind::Lam(q.clone(), b), inner.span, inner.ty.clone());
+        let elem = Expr::new(ExprKind::Lam(q.clone(), b), cur.span, cur.ty.clone());
         Some((n, lam(kid, &"k".into(), &Type::Int, elem)))
     }
 
@@ -1081,6 +1097,23 @@ impl<'m> Transform<'m> {
                 let step =
                     Expr::new(ExprKind::Lam(kp.clone(), body.clone()), f.span, Type::fun(Type::Int, body.ty.clone()));
                 Some(call(Builtin::Build, &[n, step], e.ty.clone()))
+            }
+            // `fold h z fs` over an array of closures from a producer: the fold over the indices,
+            // each element `F k` made where it is folded (the closures cannot fail, or failed
+            // when the array was made, so the first error is h's either way).
+            (ExprKind::Var(_, VarRef::Builtin(Builtin::Fold)), [h, z, fs]) => {
+                let (n, f) = self.known_producer(fs, env)?;
+                let ExprKind::Lam(kp, elem) = &f.kind else { return None };
+                let aid = self.fresh();
+                let acc = var(aid, &"acc".into(), &z.ty);
+                let body = beta(&self.refresh(h), &[&acc, elem]);
+                let inner =
+                    Expr::new(ExprKind::Lam(kp.clone(), body.clone()), f.span, Type::fun(Type::Int, z.ty.clone()));
+                let step = lam(aid, &"acc".into(), &z.ty, inner);
+                let iid = self.fresh();
+                let iv = var(iid, &"i".into(), &Type::Int);
+                let ks = call(Builtin::Build, &[n, lam(iid, &"i".into(), &Type::Int, iv)], Type::array(Type::Int));
+                Some(call(Builtin::Fold, &[step, (*z).clone(), ks], e.ty.clone()))
             }
             _ => None,
         }
@@ -3304,7 +3337,7 @@ fn total(e: &E) -> bool {
         ExprKind::App(..) => {
             let (h, args) = anf::anormal::spine(e);
             let prim = matches!(&strip(h).kind, ExprKind::Var(_, VarRef::Builtin(b))
-                if args.len() == b.arity() && (*b == Builtin::ToReal || rules::is_real_prim(Prim::Builtin(*b))));
+                if args.len() == b.arity() && (matches!(*b, Builtin::ToReal | Builtin::Len) || rules::is_real_prim(Prim::Builtin(*b))));
             prim && args.iter().all(|a| total(a))
         }
         _ => false,
