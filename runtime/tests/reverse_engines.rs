@@ -173,6 +173,18 @@ fn producer_errors_come_first_in_both_engines() {
             "index 3 out of bounds for length 3",
         ),
         (
+            "def f (x : Array Real) = let fs = build (len x) (fun i -> let c = x.[i + 1] * 2.0 in fun (y : Real) -> y * c) in sum (map (fun g -> g 3.0) fs)\ndef main = grad f [0.5, 1.0, 1.5]",
+            "index 3 out of bounds for length 3",
+        ),
+        (
+            "def f (x : Array Real) = let fs = build (len x) (fun i -> let c = x.[i + 1] * 2.0 in fun (y : Real) -> y * c) in fold (fun a g -> a + g 3.0) 0.0 fs\ndef main = grad f [0.5, 1.0, 1.5]",
+            "index 3 out of bounds for length 3",
+        ),
+        (
+            "def f (x : Array Real) = let fs = build (len x) (fun i -> let c = x.[i + 1] * 2.0 in fun (y : Real) -> y * c) in fs.[0] 2.0\ndef main = grad f [0.5, 1.0, 1.5]",
+            "index 3 out of bounds for length 3",
+        ),
+        (
             "def f (xs : Array Real) = let g = if xs.[0] > 0.0 then (fun (y : Real) -> y * xs.[1]) else cos in g xs.[2]\ndef main = grad f []",
             "index 0 out of bounds for length 0",
         ),
