@@ -17,6 +17,7 @@ const MUST_COMPILE: &[&str] = &[
     "paper_ex33_anf",
     "pb_arrays_of_arrays",
     "pb_kmeans_dir",
+    "pb_nearest",
     "pb_dual_applied_nested",
     "pb_dual_maps",
     "pb_nested_explicit_array",
@@ -265,6 +266,44 @@ fn additive_folds_run_in_one_loop() {
             let a = runtime::interp::run(&mono).unwrap();
             let r = runtime::engine::run(&mono).unwrap();
             assert!(r.note.is_none() && close(&reals(&a), &reals(&r.value)), "{body}: {a} vs {}", r.value);
+        }
+    });
+}
+
+/// k-means through the nearest centroid's index (`examples/pb_nearest.nbl`, values against the
+/// reducer there): the loop finding the index is read only through an `Int` and gets no tape;
+/// the sum over the points, which captures the centroids (an array of arrays), runs forward and
+/// reverse in one loop; and the gradient of that gradient (the Hessian's diagonal) tapes
+/// nothing: the only scalars its reverse reads from the inner loops' carries are their
+/// counters, recomputed from the iteration index.
+#[test]
+fn nearest_index_loops_are_untaped_and_fused() {
+    let src =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/pb_nearest.nbl"))
+            .unwrap()
+            .replace("def main =", "def unused =");
+    let cases = [
+        ("grad (cost ps) cs", true),
+        ("grad (fun (c : Array (Array Real)) -> sum (map sum (grad (cost ps) c))) cs", false),
+    ];
+    frontend::with_big_stack(|| {
+        for (main, fused) in cases {
+            let src = format!("{src}\ndef main = {main}");
+            let (_, mono) = runtime::prepare(&src, "main").unwrap();
+            let (_, sites) = adjoint::reverse::transform_listing(&mono).unwrap();
+            let outer = sites.last().unwrap();
+            let all = || sites.iter().flat_map(|s| s.forward.iter().chain(&s.reverse));
+            assert!(all().all(|l| !l.contains("tape'")), "{main}: {}", outer.forward.join("\n"));
+            if fused {
+                // Loops bound at the top of each phase (a λ's body may hold others).
+                let loops = |lines: &[String]| {
+                    lines.iter().filter(|l| l.split_once(" = ").is_some_and(|(_, r)| r.starts_with("iterate"))).count()
+                };
+                assert_eq!((loops(&outer.forward), loops(&outer.reverse)), (1, 0), "{main}");
+            }
+            let a = runtime::interp::run(&mono).unwrap();
+            let r = runtime::engine::run(&mono).unwrap();
+            assert!(r.note.is_none() && close(&reals(&a), &reals(&r.value)), "{main}: {a} vs {}", r.value);
         }
     });
 }
