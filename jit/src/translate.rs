@@ -1,7 +1,8 @@
 //! Translation of one verified IR function (or one entry trampoline) into Cranelift IR.
 //!
 //! IR blocks map one-to-one onto Cranelift blocks with block parameters; IR values map onto
-//! Cranelift values directly (the IR is already SSA, so no `Variable`s). Blocks are translated in
+//! Cranelift values directly (the IR is already SSA), except the `f64` values live across a call:
+//! those are `Variable`s, reloaded from a stack slot after each call ([`reals_across_calls`]). Blocks are translated in
 //! reverse postorder so every definition is translated before its uses; unreachable blocks are
 //! dropped. Failure paths (bounds checks, division by zero, traps, failed callees) go to cold
 //! blocks that record the error and return at once.
