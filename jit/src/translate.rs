@@ -1,8 +1,9 @@
 //! Translation of one verified IR function (or one entry trampoline) into Cranelift IR.
 //!
 //! IR blocks map one-to-one onto Cranelift blocks with block parameters; IR values map onto
-//! Cranelift values directly (the IR is already SSA), except the `f64` values live across a call:
-//! those are `Variable`s, reloaded from a stack slot after each call ([`reals_across_calls`]). Blocks are translated in
+//! Cranelift values directly (the IR is already SSA), except the values live across a call (`f64`
+//! values across any real call, integers across calls of compiled functions): those are
+//! `Variable`s, reloaded from a stack slot after each call ([`split_at_calls`]). Blocks are translated in
 //! reverse postorder so every definition is translated before its uses; unreachable blocks are
 //! dropped. Failure paths (bounds checks, division by zero, traps, failed callees) go to cold
 //! blocks that record the error and return at once.
@@ -146,7 +147,7 @@ struct Translator<'a, 'b> {
     following: Option<ir::Inst>,
     /// Loop-leaving branches emitted with their targets swapped ([`loop_exits`]).
     swapped: FxHashSet<ir::Inst>,
-    /// The `f64` values live across a call ([`reals_across_calls`]): each a variable and its
+    /// The values live across a call that are split ([`split_at_calls`]): each a variable and its
     /// stack slot, stored once where it is defined and reloaded after each such call.
     split: FxHashMap<ir::Value, (Variable, cl::StackSlot)>,
     /// The split values to reload after each call.
@@ -166,15 +167,17 @@ fn real_call(env: &ModuleEnv, op: &ir::Op) -> bool {
     }
 }
 
-/// The `f64` values live across a real call, and for each such call the ones live after it.
-/// x86-64 SysV (and AArch64 above the low halves of v8–v15) keeps no float register across a
-/// call, so each of these values is spilled anyway; left to the register allocator, a value
-/// live across a call after a loop is often spilled and reloaded inside that loop at every
-/// iteration (ode's `axpy` loops: the scalar `h/2`). Split here instead — stored once where it
-/// is defined, reloaded after each call — no value crosses a call and the loops keep their
-/// registers. Liveness is the usual backward dataflow over the blocks (block parameters are
+/// The values to split at each real call: the `f64` values live after it, and after a call of
+/// a compiled function the integers too. x86-64 SysV keeps no float register across a call, so
+/// each such `f64` is spilled anyway, and five callee-saved integer registers hold few of the
+/// integers; left to the register allocator, a value live across a call after a loop is often
+/// spilled and reloaded inside that loop at every iteration (ode's `axpy` loops, between calls
+/// of `field`: the scalar `h/2` and two array pointers). Split here instead — stored once where
+/// it is defined, reloaded after each call — no value crosses a call and the loops keep their
+/// registers. Integers are not split across support functions (`exp`, the arena's): those are
+/// called in hot loops, where callee-saved registers beat a reload per call. Liveness is the usual backward dataflow over the blocks (block parameters are
 /// defined at their block's start; branch arguments are used by the branch).
-fn reals_across_calls(env: &ModuleEnv, irf: &ir::Function, order: &[ir::Block]) -> FxHashMap<ir::Inst, Vec<ir::Value>> {
+fn split_at_calls(env: &ModuleEnv, irf: &ir::Function, order: &[ir::Block]) -> FxHashMap<ir::Inst, Vec<ir::Value>> {
     let mut out: FxHashMap<ir::Inst, Vec<ir::Value>> = FxHashMap::default();
     let has_call = order.iter().any(|b| irf.blocks[*b].insts.iter().any(|i| real_call(env, &irf.insts[*i].op)));
     if !has_call {
@@ -184,7 +187,7 @@ fn reals_across_calls(env: &ModuleEnv, irf: &ir::Function, order: &[ir::Block]) 
     let mut idx: FxHashMap<ir::Value, usize> = FxHashMap::default();
     let mut vals: Vec<ir::Value> = Vec::new();
     for (v, d) in irf.values.iter() {
-        if d.ty == ir::Type::F64 {
+        if d.ty != ir::Type::Bool {
             idx.insert(v, vals.len());
             vals.push(v);
         }
@@ -246,8 +249,14 @@ fn reals_across_calls(env: &ModuleEnv, irf: &ir::Function, order: &[ir::Block]) 
     for &b in order {
         let mut live = live_out(&live_in, b);
         walk(b, &mut live, &mut |i, after| {
-            let across: Vec<ir::Value> =
-                (0..vals.len()).filter(|k| after[k / 64] >> (k % 64) & 1 == 1).map(|k| vals[k]).collect();
+            // Integers only across calls of compiled functions: a support function (`exp`,
+            // the arena's) is called in hot loops, where callee-saved registers beat reloads.
+            let all = matches!(irf.insts[i].op, ir::Op::Call(..));
+            let across: Vec<ir::Value> = (0..vals.len())
+                .filter(|k| after[k / 64] >> (k % 64) & 1 == 1)
+                .map(|k| vals[k])
+                .filter(|v| all || irf.values[*v].ty == ir::Type::F64)
+                .collect();
             if !across.is_empty() {
                 out.insert(i, across);
             }
@@ -349,12 +358,12 @@ pub(crate) fn translate_function(
         t.check_stack();
     }
     let order = ir::cfg::reverse_postorder(irf);
-    t.reloads = reals_across_calls(env, irf, &order);
+    t.reloads = split_at_calls(env, irf, &order);
     let mut across: Vec<ir::Value> = t.reloads.values().flatten().copied().collect();
     across.sort();
     across.dedup();
     for v in across {
-        let var = t.b.declare_var(types::F64);
+        let var = t.b.declare_var(cl_type(irf.values[v].ty));
         let slot = t.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 8, 3));
         t.split.insert(v, (var, slot));
     }
@@ -389,7 +398,7 @@ pub(crate) fn translate_function(
             if let Some(vs) = t.reloads.get(&inst).cloned() {
                 for v in vs {
                     let (var, slot) = t.split[&v];
-                    let x = t.b.ins().stack_load(types::I64, types::F64, slot, 0);
+                    let x = t.b.ins().stack_load(types::I64, cl_type(irf.values[v].ty), slot, 0);
                     t.b.def_var(var, x);
                 }
             }
