@@ -28,7 +28,10 @@
 //!   trip count (downwards for `fold`/`iterate`) that recomputes the body's primal from its
 //!   inputs (and the taped carry) and runs the body's reverse; the adjoints of captured variables
 //!   are carried through it. `while p f x0` is counted first (a run of the loop that also counts
-//!   its iterations `n`, discrete) and then differentiated as `iterate n f x0`.
+//!   its iterations `n`, discrete) and then differentiated as `iterate n f x0`. A carried counter
+//!   (an `Int` returned as itself plus 1) is recomputed from the iteration index, never taped; a
+//!   loop read only through discrete projections of its carry gets no adjoint and is not
+//!   differentiated.
 //! - **`if`**: the branch taken, recomputed in the reverse phase.
 //!
 //! Invariants of the output: `mono::verify` holds (every binder fresh, every type ground); each
