@@ -1,7 +1,9 @@
 //! Translation of one verified IR function (or one entry trampoline) into Cranelift IR.
 //!
 //! IR blocks map one-to-one onto Cranelift blocks with block parameters; IR values map onto
-//! Cranelift values directly (the IR is already SSA, so no `Variable`s). Blocks are translated in
+//! Cranelift values directly (the IR is already SSA), except the values live across a call (`f64`
+//! values across any real call, integers across calls of compiled functions): those are
+//! `Variable`s, reloaded from a stack slot after each call ([`split_at_calls`]). Blocks are translated in
 //! reverse postorder so every definition is translated before its uses; unreachable blocks are
 //! dropped. Failure paths (bounds checks, division by zero, traps, failed callees) go to cold
 //! blocks that record the error and return at once.
@@ -13,7 +15,7 @@ use cranelift_codegen::ir::{
     self as cl, types, AbiParam, BlockArg, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind,
 };
 use cranelift_codegen::isa::CallConv;
-use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch, Variable};
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId as ClFuncId, Module as _};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -145,6 +147,122 @@ struct Translator<'a, 'b> {
     following: Option<ir::Inst>,
     /// Loop-leaving branches emitted with their targets swapped ([`loop_exits`]).
     swapped: FxHashSet<ir::Inst>,
+    /// The values live across a call that are split ([`split_at_calls`]): each a variable and its
+    /// stack slot, stored once where it is defined and reloaded after each such call.
+    split: FxHashMap<ir::Value, (Variable, cl::StackSlot)>,
+    /// The split values to reload after each call.
+    reloads: FxHashMap<ir::Inst, Vec<ir::Value>>,
+}
+
+/// Does `op` make a real call (one that clobbers every XMM register)? The cold support functions
+/// go through register-preserving trampolines and do not count.
+fn real_call(env: &ModuleEnv, op: &ir::Op) -> bool {
+    match op {
+        ir::Op::Call(..) => true,
+        ir::Op::CallExt(e, _) => {
+            let ext = &env.ir.externs[*e];
+            !(env.cold.contains_key(ext.name.as_str()) && ext.sig.rets.len() <= 1)
+        }
+        _ => false,
+    }
+}
+
+/// The values to split at each real call: the `f64` values live after it, and after a call of
+/// a compiled function the integers too. x86-64 SysV keeps no float register across a call, so
+/// each such `f64` is spilled anyway, and five callee-saved integer registers hold few of the
+/// integers; left to the register allocator, a value live across a call after a loop is often
+/// spilled and reloaded inside that loop at every iteration (ode's `axpy` loops, between calls
+/// of `field`: the scalar `h/2` and two array pointers). Split here instead — stored once where
+/// it is defined, reloaded after each call — no value crosses a call and the loops keep their
+/// registers. Integers are not split across support functions (`exp`, the arena's): those are
+/// called in hot loops, where callee-saved registers beat a reload per call. Liveness is the usual backward dataflow over the blocks (block parameters are
+/// defined at their block's start; branch arguments are used by the branch).
+fn split_at_calls(env: &ModuleEnv, irf: &ir::Function, order: &[ir::Block]) -> FxHashMap<ir::Inst, Vec<ir::Value>> {
+    let mut out: FxHashMap<ir::Inst, Vec<ir::Value>> = FxHashMap::default();
+    let has_call = order.iter().any(|b| irf.blocks[*b].insts.iter().any(|i| real_call(env, &irf.insts[*i].op)));
+    if !has_call {
+        return out;
+    }
+    // Dense indices of the f64 values.
+    let mut idx: FxHashMap<ir::Value, usize> = FxHashMap::default();
+    let mut vals: Vec<ir::Value> = Vec::new();
+    for (v, d) in irf.values.iter() {
+        if d.ty != ir::Type::Bool {
+            idx.insert(v, vals.len());
+            vals.push(v);
+        }
+    }
+    if vals.is_empty() {
+        return out;
+    }
+    let words = vals.len().div_ceil(64);
+    let nb = irf.blocks.len();
+    let mut live_in: Vec<Vec<u64>> = vec![vec![0; words]; nb];
+    let set = |bits: &mut [u64], k: usize| bits[k / 64] |= 1 << (k % 64);
+    let clear = |bits: &mut [u64], k: usize| bits[k / 64] &= !(1 << (k % 64));
+    // live set at a block's end: the union of its successors' live-ins.
+    let live_out = |live_in: &Vec<Vec<u64>>, b: ir::Block| {
+        let mut l = vec![0u64; words];
+        for s in ir::cfg::successors(irf, b) {
+            for (w, x) in l.iter_mut().zip(&live_in[s.index()]) {
+                *w |= x;
+            }
+        }
+        l
+    };
+    // One backward walk of a block from `live`; `visit` sees each call with the set after it.
+    let walk = |b: ir::Block, live: &mut Vec<u64>, visit: &mut dyn FnMut(ir::Inst, &[u64])| {
+        for &i in irf.blocks[b].insts.iter().rev() {
+            let d = &irf.insts[i];
+            for r in &d.results {
+                if let Some(&k) = idx.get(r) {
+                    clear(live, k);
+                }
+            }
+            if real_call(env, &d.op) {
+                visit(i, live);
+            }
+            d.op.for_each_operand(|v| {
+                if let Some(&k) = idx.get(&v) {
+                    set(live, k);
+                }
+            });
+        }
+        for p in &irf.blocks[b].params {
+            if let Some(&k) = idx.get(p) {
+                clear(live, k);
+            }
+        }
+    };
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for &b in order.iter().rev() {
+            let mut live = live_out(&live_in, b);
+            walk(b, &mut live, &mut |_, _| {});
+            if live != live_in[b.index()] {
+                live_in[b.index()] = live;
+                changed = true;
+            }
+        }
+    }
+    for &b in order {
+        let mut live = live_out(&live_in, b);
+        walk(b, &mut live, &mut |i, after| {
+            // Integers only across calls of compiled functions: a support function (`exp`,
+            // the arena's) is called in hot loops, where callee-saved registers beat reloads.
+            let all = matches!(irf.insts[i].op, ir::Op::Call(..));
+            let across: Vec<ir::Value> = (0..vals.len())
+                .filter(|k| after[k / 64] >> (k % 64) & 1 == 1)
+                .map(|k| vals[k])
+                .filter(|v| all || irf.values[*v].ty == ir::Type::F64)
+                .collect();
+            if !across.is_empty() {
+                out.insert(i, across);
+            }
+        });
+    }
+    out
 }
 
 /// The `brif`s whose true target stays in a loop that their false target leaves (a loop's test
@@ -225,6 +343,8 @@ pub(crate) fn translate_function(
         ret_slot: None,
         following: None,
         swapped: loop_exits(irf),
+        split: FxHashMap::default(),
+        reloads: FxHashMap::default(),
     };
     let ir_entry = irf.entry().ok_or("function has no entry block")?;
     let first_param = if out.is_some() { 2 } else { 1 };
@@ -238,6 +358,20 @@ pub(crate) fn translate_function(
         t.check_stack();
     }
     let order = ir::cfg::reverse_postorder(irf);
+    t.reloads = split_at_calls(env, irf, &order);
+    let mut across: Vec<ir::Value> = t.reloads.values().flatten().copied().collect();
+    across.sort();
+    across.dedup();
+    for v in across {
+        let var = t.b.declare_var(cl_type(irf.values[v].ty));
+        let slot = t.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 8, 3));
+        t.split.insert(v, (var, slot));
+    }
+    for &p in &irf.blocks[ir_entry].params {
+        if let Some(x) = t.values[p.index()] {
+            t.def(p, x);
+        }
+    }
     for &blk in &order[1..] {
         let cb = t.b.create_block();
         for &p in &irf.blocks[blk].params {
@@ -250,11 +384,24 @@ pub(crate) fn translate_function(
         if i > 0 {
             let cb = t.block(blk)?;
             t.b.switch_to_block(cb);
+            for &p in &irf.blocks[blk].params {
+                if let Some(x) = t.values[p.index()] {
+                    t.def(p, x);
+                }
+            }
         }
         let insts = &irf.blocks[blk].insts;
         for (k, &inst) in insts.iter().enumerate() {
             t.following = insts.get(k + 1).copied();
             t.inst(inst)?;
+            // After a call: the split values live across it, reloaded.
+            if let Some(vs) = t.reloads.get(&inst).cloned() {
+                for v in vs {
+                    let (var, slot) = t.split[&v];
+                    let x = t.b.ins().stack_load(types::I64, cl_type(irf.values[v].ty), slot, 0);
+                    t.b.def_var(var, x);
+                }
+            }
         }
     }
     t.finish_cold_blocks();
@@ -280,13 +427,18 @@ impl<'a, 'b> Translator<'a, 'b> {
         self.trap_if(low, ir::TrapCode::StackOverflow, site, zero, zero);
     }
 
-    /// The Cranelift value of `v`.
-    fn v(&self, v: ir::Value) -> Result<cl::Value, String> {
-        self.values.get(v.index()).copied().flatten().ok_or_else(|| format!("{v} used before it is translated"))
+    /// The Cranelift value of `v` (in the current block: a split value's variable).
+    fn v(&mut self, v: ir::Value) -> Result<cl::Value, String> {
+        let x =
+            self.values.get(v.index()).copied().flatten().ok_or_else(|| format!("{v} used before it is translated"))?;
+        Ok(match self.split.get(&v) {
+            Some(&(var, _)) => self.b.use_var(var),
+            None => x,
+        })
     }
 
     /// The Cranelift values of `vs`.
-    fn vs(&self, vs: &[ir::Value]) -> Result<Vec<cl::Value>, String> {
+    fn vs(&mut self, vs: &[ir::Value]) -> Result<Vec<cl::Value>, String> {
         vs.iter().map(|v| self.v(*v)).collect()
     }
 
@@ -295,9 +447,13 @@ impl<'a, 'b> Translator<'a, 'b> {
         self.blocks.get(blk.index()).copied().flatten().ok_or_else(|| format!("{blk} is not translated"))
     }
 
-    /// Binds `v` to `x`.
+    /// Binds `v` to `x` (a split value is also stored in its slot, at its definition).
     fn def(&mut self, v: ir::Value, x: cl::Value) {
         self.values[v.index()] = Some(x);
+        if let Some(&(var, slot)) = self.split.get(&v) {
+            self.b.ins().stack_store(types::I64, x, slot, 0);
+            self.b.def_var(var, x);
+        }
     }
 
     /// Binds the single result of `inst` to `x`.
@@ -308,7 +464,7 @@ impl<'a, 'b> Translator<'a, 'b> {
     }
 
     /// The block arguments of an IR branch target.
-    fn block_call(&self, bc: &ir::BlockCall) -> Result<(cl::Block, Vec<BlockArg>), String> {
+    fn block_call(&mut self, bc: &ir::BlockCall) -> Result<(cl::Block, Vec<BlockArg>), String> {
         let args = bc.args.iter().map(|a| self.v(*a).map(BlockArg::Value)).collect::<Result<_, _>>()?;
         Ok((self.block(bc.block)?, args))
     }

@@ -19,6 +19,7 @@ const MUST_COMPILE: &[&str] = &[
     "pb_closures_chosen_by_if",
     "pb_oplus_chosen_change",
     "pb_kmeans_dir",
+    "pb_nearest",
     "pb_dual_applied_nested",
     "pb_dual_maps",
     "pb_nested_explicit_array",
@@ -295,10 +296,49 @@ fn additive_folds_run_in_one_loop() {
     });
 }
 
-/// a gradient through a call of a function not known at compile time (by an `if`) is not compiled: that site runs on the
-/// interpreter with a note naming it, the same value as the reducer's.
+/// k-means through the nearest centroid's index (`examples/pb_nearest.nbl`, values against the
+/// reducer there): the loop finding the index is read only through an `Int` and gets no tape;
+/// the sum over the points, which captures the centroids (an array of arrays), runs forward and
+/// reverse in one loop; and the gradient of that gradient (the Hessian's diagonal) tapes
+/// nothing: the only scalars its reverse reads from the inner loops' carries are their
+/// counters, recomputed from the iteration index.
 #[test]
-fn oplus_of_a_run_time_change_falls_back_at_its_site() {
+fn nearest_index_loops_are_untaped_and_fused() {
+    let src =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/pb_nearest.nbl"))
+            .unwrap()
+            .replace("def main =", "def unused =");
+    let cases = [
+        ("grad (cost ps) cs", true),
+        ("grad (fun (c : Array (Array Real)) -> sum (map sum (grad (cost ps) c))) cs", false),
+    ];
+    frontend::with_big_stack(|| {
+        for (main, fused) in cases {
+            let src = format!("{src}\ndef main = {main}");
+            let (_, mono) = runtime::prepare(&src, "main").unwrap();
+            let (_, sites) = adjoint::reverse::transform_listing(&mono).unwrap();
+            let outer = sites.last().unwrap();
+            let all = || sites.iter().flat_map(|s| s.forward.iter().chain(&s.reverse));
+            assert!(all().all(|l| !l.contains("tape'")), "{main}: {}", outer.forward.join("\n"));
+            if fused {
+                // Loops bound at the top of each phase (a λ's body may hold others).
+                let loops = |lines: &[String]| {
+                    lines.iter().filter(|l| l.split_once(" = ").is_some_and(|(_, r)| r.starts_with("iterate"))).count()
+                };
+                assert_eq!((loops(&outer.forward), loops(&outer.reverse)), (1, 0), "{main}");
+            }
+            let a = runtime::interp::run(&mono).unwrap();
+            let r = runtime::engine::run(&mono).unwrap();
+            assert!(r.note.is_none() && close(&reals(&a), &reals(&r.value)), "{main}: {a} vs {}", r.value);
+        }
+    });
+}
+
+/// A function built at run time (a `fold` whose carry is a function, composing a closure per
+/// element) is not compiled: that site runs on the interpreter with a note naming it, the same
+/// value as the reducer's.
+#[test]
+fn a_function_built_at_run_time_falls_back_at_its_site() {
     let src = "def f (c : Bool) (g : Real) = (fold (fun (h : Real -> Real) (k : Real) -> fun (y : Real) -> h (y * k)) (fun (y : Real) -> y * y) [if c then 0.0 else 1.0]) g
 def main = (grad (f true) 2.0, grad (f false) 2.0)";
     frontend::with_big_stack(|| {

@@ -28,7 +28,10 @@
 //!   trip count (downwards for `fold`/`iterate`) that recomputes the body's primal from its
 //!   inputs (and the taped carry) and runs the body's reverse; the adjoints of captured variables
 //!   are carried through it. `while p f x0` is counted first (a run of the loop that also counts
-//!   its iterations `n`, discrete) and then differentiated as `iterate n f x0`.
+//!   its iterations `n`, discrete) and then differentiated as `iterate n f x0`. A carried counter
+//!   (an `Int` returned as itself plus 1) is recomputed from the iteration index, never taped; a
+//!   loop read only through discrete projections of its carry gets no adjoint and is not
+//!   differentiated.
 //! - **`if`**: the branch taken, recomputed in the reverse phase.
 //!
 //! Invariants of the output: `mono::verify` holds (every binder fresh, every type ground); each
@@ -1282,7 +1285,7 @@ impl<'m> Transform<'m> {
             ad.active.insert(xid);
         }
         let start = out.len();
-        ad.forward(out, &binds)?;
+        ad.forward(out, &binds, &res)?;
         if check {
             ad.t.check_cotangent(out, &res, ct, 0, 1)?;
         }
@@ -1492,7 +1495,8 @@ impl Ad<'_, '_> {
 
     /// The forward phase of a series: the primal bindings (taping loops whose reverse needs their
     /// carry), recording activity, types and let-bound λs.
-    fn forward(&mut self, out: &mut Vec<Bind>, binds: &[Bind]) -> R<()> {
+    fn forward(&mut self, out: &mut Vec<Bind>, binds: &[Bind], res: &E) -> R<()> {
+        self.frozen.extend(discrete_reads(binds, res));
         for b in binds {
             self.tys.insert(b.id, (b.name.clone(), b.ty.clone()));
             let rhs = strip(&b.rhs);
@@ -1896,6 +1900,13 @@ impl Ad<'_, '_> {
     /// `(iterate' (len b) (λs. (s.0 + 1, accRow' s.1 s.0 1.0 b.[s.0])) (0, a)).1` (`accAdd'` of
     /// each element for an array of tuples).
     fn add_rows(&mut self, out: &mut Vec<Bind>, a: E, b: &E) -> E {
+        self.add_rows_scaled(out, a, real(1.0), b)
+    }
+
+    /// The nested accumulator `a` plus `s·b` (`accRow' a i s b.[i]` for each row; for an array
+    /// of tuples `s` must be 1.0).
+    fn add_rows_scaled(&mut self, out: &mut Vec<Bind>, a: E, s: E, b: &E) -> E {
+        let scale = s;
         let ty = a.ty.clone();
         let n = self.emit(out, "n", call(Builtin::Len, std::slice::from_ref(b), Type::Int));
         let sty = Type::tuple(vec![Type::Int, ty.clone()]);
@@ -1906,7 +1917,7 @@ impl Ad<'_, '_> {
         let acc = self.t.bind(&mut bo, "acc", proj(&s, 1));
         let row = self.t.bind(&mut bo, "row", index(b, &k));
         let acc2 = if is_nested(&ty) {
-            call(Builtin::AccRow, &[acc, k.clone(), real(1.0), row], ty.clone())
+            call(Builtin::AccRow, &[acc, k.clone(), scale, row], ty.clone())
         } else {
             call(Builtin::AccAdd, &[acc, k.clone(), row], ty.clone())
         };
@@ -1935,6 +1946,12 @@ impl Ad<'_, '_> {
                 } else if one && root.is_some_and(|r| !self.adj.contains_key(&r) && !self.rows.contains_key(&r)) {
                     // The first adjoint of v, for the cotangent 1: the loop's accumulator itself.
                     self.add(out, &ve, Adj::A(u))?;
+                } else if is_nested(&u.ty) {
+                    // A nested accumulator (never a row: `fused_forward` declines those): c·u
+                    // added row by row into v's.
+                    let acc = self.acc(out, &ve)?;
+                    let v = self.add_rows_scaled(out, acc, c.clone(), &u);
+                    self.set_acc(&ve, v);
                 } else {
                     self.add_axpy(out, &ve, c.clone(), u)?;
                 }
@@ -2539,9 +2556,9 @@ impl Ad<'_, '_> {
     /// run right after its primal with cotangent 1, into fresh accumulators of the captured
     /// variables; z's reverse then scales them (`rule`). One loop computes the elements, their sum
     /// (left to right from 0.0, as `sum` adds) and those accumulators: no array, no tape, no second
-    /// pass over the body. Only when every captured variable is a Real or an `Array Real` (an
-    /// accumulator of an array captured at the top level costs its length once); `false` leaves
-    /// the binding to the general path.
+    /// pass over the body. Only when every captured variable is a Real, an `Array Real` or an
+    /// `Array (Array Real)` that is not a row (an accumulator of an array captured at the top
+    /// level costs its size once); `false` leaves the binding to the general path.
     fn fused_forward(&mut self, out: &mut Vec<Bind>, b: &Bind, rhs: &E) -> R<bool> {
         let (h, args) = anf::anormal::spine(rhs);
         let bi = match (&strip(h).kind, args.len()) {
@@ -2559,7 +2576,8 @@ impl Ad<'_, '_> {
         let mut refs: Vec<&E> = vec![&lamf];
         refs.extend(arrays.iter());
         let carried = self.captures(&refs);
-        let plain = |t: &Type| *t == Type::Real || *t == Type::array(Type::Real);
+        let plain =
+            |t: &Type| *t == Type::Real || *t == Type::array(Type::Real) || *t == Type::array(Type::array(Type::Real));
         if carried.iter().any(|c| !plain(&self.tys[c].1) || self.rows.contains_key(c)) {
             return Ok(false);
         }
@@ -2584,7 +2602,7 @@ impl Ad<'_, '_> {
         let stash: Vec<(LocalId, Adj)> = carried.iter().filter_map(|c| self.adj.remove(c).map(|a| (*c, a))).collect();
         let body = self.loop_lambda(&n, false, &carried, &[Type::Real], &mut |ad, bo, i, extras| {
             let (binds, res) = ad.elementwise_binds(&lamf, bi, &arrays, i)?;
-            ad.forward(bo, &binds)?;
+            ad.forward(bo, &binds, &res)?;
             let s = ad.emit(bo, "s", rbin(BinOp::Add, &extras[0], &res));
             ad.seed_and_reverse(bo, &binds, &res, Some(Adj::R(real(1.0))))?;
             Ok(vec![s])
@@ -2628,7 +2646,7 @@ impl Ad<'_, '_> {
             let x = ad.element(&mut binds, &xs, i)?;
             ad.bind_pat(&mut binds, &ps[1], x)?;
             binds.extend(bb);
-            ad.forward(bo, &binds)?;
+            ad.forward(bo, &binds, &res)?;
             ad.seed_and_reverse(bo, &binds, &res, Some(Adj::R(real(1.0))))?;
             Ok(vec![res])
         })?;
@@ -2744,7 +2762,7 @@ impl Ad<'_, '_> {
         let carried = self.captures(&refs);
         let lam_rev = self.loop_lambda(&n, false, &carried, &[], &mut |ad, bo, i, _| {
             let (binds, res) = ad.elementwise_binds(&lamf, b, &arrays, i)?;
-            ad.forward(bo, &binds)?;
+            ad.forward(bo, &binds, &res)?;
             let gi = match (&gz, &gb) {
                 (Some(gz), _) => {
                     let gi = ad.emit(bo, "g", index(gz, i));
@@ -2910,12 +2928,23 @@ impl Ad<'_, '_> {
         // compaction sound — and the reverse must not read one).
         // A tuple carry is split into its components (each active or not by `carry_activity`);
         // `skip` names scalar components the reverse does not read, which are not taped.
-        let comps: Vec<(Type, bool)> = match &bty {
+        // Counters (`counters`) are recomputed from the iteration index, not taped.
+        let counter: Vec<bool> = match &bty {
             Type::Tuple(ts) if !tape_all => {
-                ts.iter().enumerate().map(|(k, t)| (t.clone(), holds_array(t) || skip.get(k) == Some(&true))).collect()
+                let (ps, bb, res) = self.fresh_lam(&lamf, arity)?;
+                counters(&ps[0], &bb, &res, ts.len())
             }
+            _ => vec![false],
+        };
+        let comps: Vec<(Type, bool)> = match &bty {
+            Type::Tuple(ts) if !tape_all => ts
+                .iter()
+                .enumerate()
+                .map(|(k, t)| (t.clone(), holds_array(t) || skip.get(k) == Some(&true) || counter[k]))
+                .collect(),
             t => vec![(t.clone(), holds_array(t))],
         };
+        let known_init = local(z0).and_then(|z| self.tuples.get(&z)).cloned();
         let whole = tape_all || !matches!(&bty, Type::Tuple(_));
         let mask = match &bty {
             Type::Tuple(ts) if !tape_all && self.active.contains(&b.id) => {
@@ -2958,7 +2987,15 @@ impl Ad<'_, '_> {
                 let sk = ad.emit(bo, "a", index(&tape, i));
                 let mut k = 0;
                 for (j, (t, h)) in comps.iter().enumerate() {
-                    let c = if *h {
+                    let c = if counter[j] {
+                        // The counter at iteration i: its initial value plus i.
+                        let c0 = match &known_init {
+                            Some(cs) if cs.len() == comps.len() => cs[j].clone(),
+                            _ => proj(z0, j),
+                        };
+                        let c0 = ad.emit(bo, "c", c0);
+                        ad.emit(bo, "c", bin(BinOp::Add, &c0, i, Type::Int))
+                    } else if *h {
                         let c = ad.emit(bo, "hole", placeholder(t));
                         holes.push(local(&c).unwrap());
                         c
@@ -2988,7 +3025,7 @@ impl Ad<'_, '_> {
             if !parts.is_empty() {
                 forward_projections(&mut binds, aid, &parts);
             }
-            ad.forward(bo, &binds)?;
+            ad.forward(bo, &binds, &res)?;
             let seed = ad.decompose(bo, &extras[0], true)?;
             ad.seed_and_reverse(bo, &binds, &res, seed)?;
             let mut ga = ad.adj.remove(&aid);
@@ -3108,7 +3145,7 @@ impl Ad<'_, '_> {
                 }
             }
             let (binds, res) = self.body_series(l)?;
-            self.forward(&mut bo, &binds)?;
+            self.forward(&mut bo, &binds, &res)?;
             let seed = self.decompose(&mut bo, &gz, true)?;
             self.seed_and_reverse(&mut bo, &binds, &res, seed)?;
             let mut outs = Vec::new();
@@ -3250,6 +3287,102 @@ fn real_folds(binds: &[Bind], res: &E) -> FxHashMap<LocalId, bool> {
         }
     }
     out
+}
+
+/// Which components of a loop's tuple carry are counters: an `Int` the body returns as its own
+/// value plus 1 (`(k + 1, …)`, as every loop the transform makes carries). At iteration `i`
+/// such a component is its initial value plus `i`, so a reverse loop recomputes it instead of
+/// reading it from a tape. `carry` is the body's carry parameter, `binds; res` its series.
+fn counters(carry: &Pat, binds: &[Bind], res: &E, n: usize) -> Vec<bool> {
+    let mut out = vec![false; n];
+    // The carry's components as locals: from a tuple pattern, or projections of its variable.
+    let mut comp: FxHashMap<LocalId, usize> = FxHashMap::default();
+    match &carry.kind {
+        PatKind::Tuple(ps) => {
+            for (j, q) in ps.iter().enumerate() {
+                if let PatKind::Var(_, id) = &q.kind {
+                    comp.insert(*id, j);
+                }
+            }
+        }
+        PatKind::Var(_, s) => {
+            for b in binds {
+                if let ExprKind::Proj(a, j) = &strip(&b.rhs).kind {
+                    if local(a) == Some(*s) {
+                        comp.insert(b.id, *j);
+                    }
+                }
+            }
+        }
+        _ => return out,
+    }
+    let ones: FxHashSet<LocalId> =
+        binds.iter().filter(|b| matches!(strip(&b.rhs).kind, ExprKind::Lit(Lit::Int(1)))).map(|b| b.id).collect();
+    let is_one =
+        |e: &E| matches!(strip(e).kind, ExprKind::Lit(Lit::Int(1))) || local(e).is_some_and(|x| ones.contains(&x));
+    let succ = |e: &E| -> Option<usize> {
+        let ExprKind::Bin(BinOp::Add, a, b) = &strip(e).kind else { return None };
+        if is_one(b) {
+            local(a).and_then(|x| comp.get(&x).copied())
+        } else if is_one(a) {
+            local(b).and_then(|x| comp.get(&x).copied())
+        } else {
+            None
+        }
+    };
+    let defs: FxHashMap<LocalId, &E> = binds.iter().map(|b| (b.id, &b.rhs)).collect();
+    let comps: Vec<E> = match &strip(res).kind {
+        ExprKind::Tuple(cs) => cs.clone(),
+        _ => match local(res).and_then(|r| defs.get(&r)).map(|e| &strip(e).kind) {
+            Some(ExprKind::Tuple(cs)) => cs.clone(),
+            _ => return out,
+        },
+    };
+    for (j, c) in comps.iter().enumerate().take(n) {
+        if c.ty != Type::Int {
+            continue;
+        }
+        let e = match local(c).and_then(|x| defs.get(&x)) {
+            Some(e) => (*e).clone(),
+            None => c.clone(),
+        };
+        if succ(&e) == Some(j) {
+            out[j] = true;
+        }
+    }
+    out
+}
+
+/// The loops (`fold`, `iterate`, `while`) of a series read only through projections of discrete
+/// components (`r.2` of an `Int * Int * Real` carry, used as an index): no adjoint reaches them,
+/// so they are not differentiated (no tape; docs/pullback-semantics.md: discrete values have the
+/// zero tangent space).
+fn discrete_reads(binds: &[Bind], res: &E) -> FxHashSet<LocalId> {
+    let mut uses: FxHashMap<LocalId, usize> = FxHashMap::default();
+    for e in binds.iter().map(|b| &b.rhs).chain(std::iter::once(res)) {
+        frontend::lin::visit_free_locals(e, &mut |_, id, _| *uses.entry(id).or_default() += 1);
+    }
+    let mut proj_uses: FxHashMap<LocalId, usize> = FxHashMap::default();
+    for b in binds {
+        if let ExprKind::Proj(a, _) = &strip(&b.rhs).kind {
+            if let (Some(a), true) = (local(a), b.ty.is_discrete()) {
+                *proj_uses.entry(a).or_default() += 1;
+            }
+        }
+    }
+    let is_loop = |e: &E| {
+        let (h, args) = anf::anormal::spine(e);
+        matches!(
+            &strip(h).kind,
+            ExprKind::Var(_, VarRef::Builtin(Builtin::Fold | Builtin::Iterate | Builtin::RevIterate | Builtin::While))
+        ) && args.len() == 3
+    };
+    binds
+        .iter()
+        .filter(|b| is_loop(strip(&b.rhs)))
+        .filter(|b| proj_uses.get(&b.id).is_some_and(|n| *n >= 1 && uses.get(&b.id) == Some(n)))
+        .map(|b| b.id)
+        .collect()
 }
 
 /// Is the series `binds; res` of a fold's body, with accumulator parameter `acc`, a chain of
