@@ -16,6 +16,8 @@ const MUST_COMPILE: &[&str] = &[
     "paper_ex31_trace",
     "paper_ex33_anf",
     "pb_arrays_of_arrays",
+    "pb_arrays_three_deep",
+    "pb_arrays_of_tuples_with_arrays",
     "pb_kmeans_dir",
     "pb_dual_applied_nested",
     "pb_dual_maps",

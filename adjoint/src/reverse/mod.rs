@@ -2299,6 +2299,45 @@ impl Ad<'_, '_> {
                 }
                 self.add(out, &args[0], Adj::A(gz))
             }
+            // accAt' A i f = A with element i replaced by f A.[i], where f is the transform's own
+            // λ: the element passes unchanged through its accumulator builtins, which add the
+            // captured adjoints to it. So A's adjoint is the result's (rule 5 on the identity
+            // part), and the captured values get the reverse of f's body seeded with element i
+            // of the result's adjoint (rules 5 and 15 on each builtin of the body).
+            B::AccAt => {
+                let gz = self.array_adj(out, g, &zv, "a gradient through `accAt'`")?;
+                let lamf = self.lam_of(&args[2])?;
+                if mentions_loop(&lamf) {
+                    return self.err("a gradient through `accAt'` of a loop");
+                }
+                let (ps, bb, res) = self.fresh_lam(&lamf, 1)?;
+                let Type::Array(et) = &args[0].ty else { return self.err("`accAt'` of a non-array (internal)") };
+                let et = (**et).clone();
+                // The element: frozen, so that nothing flows back through it (its adjoint is gz.[i],
+                // which stays in gz).
+                let id = self.t.fresh();
+                let mut binds = vec![Bind { id, name: "u".into(), ty: et.clone(), rhs: index(&args[0], &args[1]) }];
+                self.frozen.insert(id);
+                self.bind_pat(&mut binds, &ps[0], var(id, &"u".into(), &et))?;
+                binds.extend(bb);
+                // The body's primal is not emitted (it would update the accumulator again); its
+                // reverse reads only adjoints and values from outside the body, checked below.
+                let mut primal = Vec::new();
+                self.forward(&mut primal, &binds)?;
+                let gi = self.emit(out, "d", index(&gz, &args[1]));
+                let seed = self.decompose(out, &gi, true)?;
+                let start = out.len();
+                self.seed_and_reverse(out, &binds, &res, seed)?;
+                let made: FxHashSet<LocalId> = primal.iter().map(|b| b.id).collect();
+                for b in &out[start..] {
+                    let mut fv = FxHashSet::default();
+                    free_locals(&b.rhs, &mut fv);
+                    if fv.iter().any(|v| made.contains(v)) {
+                        return self.err("a gradient through `accAt'` whose reverse reads its body");
+                    }
+                }
+                self.add(out, &args[0], Adj::A(gz))
+            }
             B::Fold | B::Iterate | B::RevIterate | B::While => self.rev_fold(out, z, g),
             _ => self.err(format!("a gradient through `{}`", b.name())),
         }
@@ -3276,6 +3315,21 @@ fn allocates(e: &E) -> bool {
         }
     }
     go(inner, &mut found);
+    found
+}
+
+/// Does `e` use a loop builtin?
+fn mentions_loop(e: &E) -> bool {
+    use Builtin as B;
+    let here = matches!(
+        &e.kind,
+        ExprKind::Var(
+            _,
+            VarRef::Builtin(B::Build | B::Map | B::ZipWith | B::Fold | B::Iterate | B::RevIterate | B::While)
+        )
+    );
+    let mut found = here;
+    frontend::lin::for_each_child(e, &mut |c| found = found || mentions_loop(c));
     found
 }
 
