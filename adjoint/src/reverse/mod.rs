@@ -1,7 +1,7 @@
 //! Compiled reverse mode: a typed source-to-source transform over the monomorphic program that
 //! replaces each differentiation site (`grad f x`, `vjp f x c`, `jacobian f x`) by an ordinary
 //! term — the pullback's forward phase followed by its reverse phase — plus a few internal
-//! builtins (`zeros'`, `accAdd'`, `accAddAll'`, `accAxpy'`, `tape'`, `tapeSet'`, `ctCheck'`). The result is
+//! builtins (`zeros'`, `accAdd'`, `accAddAll'`, `accAxpy'`, `accAt'`, `tape'`, `tapeSet'`, `ctCheck'`). The result is
 //! an ordinary program: it goes through `anf::lower` → `anf::opt` → Cranelift like any other, and
 //! the interpreter runs it too (tests compare it with the pullback reducer).
 //!
@@ -19,6 +19,12 @@
 //!   accumulator (distinct row accumulators); a row read `x.[i]` has no adjoint of its own, its
 //!   uses add straight into row `i` (`accAdd2'`, `accRow'`, `accRowAll'`: `x.[i].[j]` is O(1)).
 //!   An array of tuples of Reals has an accumulator of its own type (`accAdd'` adds a tuple).
+//!   Deeper data (`Array (Array (Array Real))`, arrays of tuples holding arrays: any nesting of
+//!   Reals, discrete values, tuples and arrays, [`is_deep`]) has an accumulator of its own type
+//!   too, distinct arrays all the way down; a part read out of it is a path from its root
+//!   (`Ad::paths`), and a contribution is added at the path's end in place (`Ad::upd`: one
+//!   `accAt' A i (λu. …)` per element step, the tuple rebuilt per component step, the row
+//!   builtins on a last `Array (Array Real)`), so `x.[i].[j].[k]` is O(1) too.
 //! - **Symbolic zeros**: an absent adjoint is zero and emits nothing. **Activity**: a binding
 //!   whose type is discrete or that does not depend on the input gets no adjoint; the components
 //!   of a tuple a loop carries are active or not by a fixpoint over the loop body, and only the
@@ -33,7 +39,8 @@
 //!
 //! Invariants of the output: `mono::verify` holds (every binder fresh, every type ground); each
 //! accumulator array is passed to exactly one internal builtin and never used afterwards
-//! (so updating it in place is invisible); a tape holds scalars, or (written by a non-compacting
+//! (so updating it in place is invisible); the λ passed to `accAt'` consumes its element the same
+//! way and returns the element's own arrays (lowering stores back only its non-pointer words); a tape holds scalars, or (written by a non-compacting
 //! `iterate'`) the whole carry when the reverse reads an array it carries.
 //! A site the transform cannot handle is reported as [`NotCompiled`] naming it.
 
