@@ -1862,7 +1862,7 @@ impl Ad<'_, '_> {
                 let Leaf::Adj(a @ Adj::T(_)) = leaf else {
                     return self.err("a tuple element's adjoint that is not a tuple (internal)");
                 };
-                let Type::Array(et) = &ty else { unreachable!() };
+                let Type::Array(et) = &ty else { return self.err("a path through a non-array (internal)") };
                 let et = (**et).clone();
                 let z = zero_point(&et).ok_or_else(|| not("a zero tuple (internal)", self.t.span))?;
                 let v = self.materialize(out, Some(a), &et, &z)?;
