@@ -111,20 +111,10 @@ pub fn bench(src: &str, options: &Options) -> Result<Report, Diagnostic> {
     } else {
         None
     };
-    // A differentiation site the reverse-mode transform does not compile, or a construct lowering
-    // does not handle, leaves the program to the interpreter.
-    // A site left to the interpreter (per-site fallback) counts as not compiled here: the JIT
-    // column times compiled code only.
-    let not_compiled = match adjoint::reverse::transform(&mono) {
-        Err(nc) => Some(format!("{} is not compiled yet", nc.what)),
-        Ok(t) => {
-            let t = t.as_ref().unwrap_or(&mono);
-            match t.interpreted.as_ref().and_then(|i| i.sites.first()) {
-                Some(s) => Some(format!("{} is not compiled yet", s.what)),
-                None => lower::unsupported(t).map(|u| format!("{} is not compiled yet", u.what)),
-            }
-        }
-    };
+    // A differentiation site the reverse-mode transform does not compile leaves the program, or
+    // that site (per-site fallback), to the interpreter; either counts as not compiled here: the
+    // JIT column times compiled code only.
+    let not_compiled = crate::engine::uncompiled_site(&mono);
     let jit = match (options.engines, not_compiled) {
         (Engines::Interp, _) => None,
         (_, Some(why)) => Some(Err(why)),

@@ -5,9 +5,11 @@
 //!
 //! ILC constructs that are not ordinary terms (`derive`, `nil` of functions, `<+>`/`<->` on
 //! functions) are rewritten first by [`adjoint::incremental::expand`]; derivative primitives and
-//! changes are compiled like everything else. Programs that use a construct the compiler does not
-//! handle yet (reverse mode; see [`anf::lower::unsupported`]) are evaluated by the reference
-//! interpreter instead, and [`Run::note`] says so.
+//! changes are compiled like everything else. Reverse mode is rewritten first by
+//! [`adjoint::reverse::transform`]: each differentiation site becomes ordinary terms, or, where the
+//! transform does not compile it yet, an `interp'` site the reference interpreter evaluates (per-site
+//! fallback). A program the transform cannot split that way, or one lowering refuses as not compiled
+//! yet, is evaluated by the interpreter whole. [`Run::note`] says which site and why.
 
 use std::rc::Rc;
 
@@ -65,9 +67,6 @@ pub fn run_in(mono: &MonoProgram, ctx: &mut CallCtx) -> Result<Run, Diagnostic> 
             return Ok(Run { value, note: Some(reverse_note(&nc)) });
         }
     };
-    if let Some(u) = lower::unsupported(mono) {
-        return fallback(&u.what);
-    }
     // ILC's `derive`, function changes and `nil` of functions become ordinary terms.
     let expanded = adjoint::incremental::expand(mono)?;
     let mono = &expanded;
@@ -84,6 +83,17 @@ pub fn run_in(mono: &MonoProgram, ctx: &mut CallCtx) -> Result<Run, Diagnostic> 
         None => value,
     };
     Ok(Run { value, note: machine.interpreted_note() })
+}
+
+/// What keeps `mono` from running wholly as native code: the first differentiation site the
+/// reverse-mode transform does not compile (the whole program's, or one left to the interpreter
+/// per site), as "… is not compiled yet"; `None` when every site compiles.
+pub fn uncompiled_site(mono: &MonoProgram) -> Option<String> {
+    let what = match adjoint::reverse::transform(mono) {
+        Err(nc) => nc.what,
+        Ok(t) => t?.interpreted.as_ref()?.sites.first()?.what.clone(),
+    };
+    Some(format!("{what} is not compiled yet"))
 }
 
 /// `v` with the dual vectors `shape` marks made duals again (`r` ↦ `r*`).

@@ -20,7 +20,6 @@ fn examples() -> Vec<PathBuf> {
 fn both_forms(src: String) -> Option<(String, String)> {
     frontend::with_big_stack(move || {
         let (_, mono) = runtime::prepare(&src, "main").ok()?;
-        anf::lower::unsupported(&mono).is_none().then_some(())?;
         let show = |r: Result<runtime::engine::Run, frontend::Diagnostic>| match r {
             Ok(r) => format!("{}", r.value),
             Err(d) => format!("error: {} at {:?}", d.message, d.span),

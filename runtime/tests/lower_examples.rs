@@ -16,8 +16,8 @@ fn examples_dir() -> PathBuf {
 /// Why a program has no IR.
 #[derive(Debug)]
 enum NoIr {
-    /// A construct `lower::unsupported` names as not compiled yet (reverse mode, `derive`, …):
-    /// lowering refuses it with an `unsupported` error saying so.
+    /// A differentiation site the reverse-mode transform does not compile yet (the program then
+    /// runs on the interpreter), or a construct lowering refuses as not compiled yet.
     NotCompiledYet(String),
     /// Anything else: a front-end error, a monomorphisation error, or lowering failing.
     Error(String),
@@ -38,23 +38,12 @@ fn lower_main(src: &str) -> Result<ir::Module, NoIr> {
             Err(nc) => return Err(NoIr::NotCompiledYet(format!("{} is not compiled yet", nc.what))),
         };
         let mono = adjoint::incremental::expand(&mono).map_err(|d| NoIr::Error(d.message))?;
-        let named = lower::unsupported(&mono);
         match lower::lower(&mono, &LowerOptions::default()) {
-            Ok(lowered) => match named {
-                None => Ok(lowered.module),
-                Some(u) => Err(NoIr::Error(format!("lowered although `unsupported` names {}", u.what))),
-            },
-            // Skipped only when both agree: the scan names a construct, and lowering reports it as
-            // not compiled yet.
-            Err(e) if e.unsupported && e.message.ends_with("is not compiled yet") && named.is_some() => {
+            Ok(lowered) => Ok(lowered.module),
+            Err(e) if e.unsupported && e.message.ends_with("is not compiled yet") => {
                 Err(NoIr::NotCompiledYet(e.message))
             }
-            Err(e) => Err(NoIr::Error(format!(
-                "{} (unsupported: {}, scan: {:?})",
-                e.message,
-                e.unsupported,
-                named.map(|u| u.what)
-            ))),
+            Err(e) => Err(NoIr::Error(format!("{} (unsupported: {})", e.message, e.unsupported))),
         }
     })
 }

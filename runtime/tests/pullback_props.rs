@@ -31,7 +31,7 @@ fn renamed(src: &str, name: &str) -> String {
 fn grad_vjp_and_jacobian_are_the_pullbacks_they_abbreviate() {
     frontend::with_big_stack(|| {
         let mut rng = Rng::new(0xab5_7ac7);
-        let opts = Options { nested: false, depth: 3 };
+        let opts = Options { nested: false, depth: 3, chosen_closures: true };
         let mut failures = Vec::new();
         for k in 0..40 {
             // grad f x = unstar ((pullback f (omega 1.0)) x)

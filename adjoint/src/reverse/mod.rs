@@ -901,6 +901,22 @@ impl<'m> Transform<'m> {
                 Some(lam(id, &"y".into(), a, body))
             }
             ExprKind::Lam(..) => Some(f.clone()),
+            // A function chosen by an `if` whose condition cannot fail, both branches known:
+            // `λy. if c then f₁ y else f₂ y` (the reducer reduces the `if` at the point and applies
+            // the branch taken; differentiating the `if` takes that branch too).
+            ExprKind::If(c, a, b) if is_fun(&f.ty) && total(c) => {
+                // The branches stay as written (each application of them inlines where it is
+                // made), so no placeholder binder nests inside another.
+                let branch = |x: &E| self.known(x, env).or_else(|| self.eta_builtin(x)).is_some();
+                if !(branch(a) && branch(b)) {
+                    return None;
+                }
+                let Type::Fun(t, r) = &f.ty else { return None };
+                let id = LocalId(u32::MAX);
+                let y = var(id, &"y".into(), t);
+                let app = |g: &E| mk(ExprKind::App(g.clone(), y.clone()), (**r).clone());
+                Some(lam(id, &"y".into(), t, if_(c, app(a), app(b))))
+            }
             // An element of an array literal of known functions at a literal index.
             ExprKind::Index(a, k) if is_fun(&f.ty) => match (&self.known_array(a, env)?.kind, &strip(k).kind) {
                 (ExprKind::Array(xs), ExprKind::Lit(Lit::Int(k))) => {
@@ -1152,6 +1168,19 @@ impl<'m> Transform<'m> {
                 }
                 None => Ok(e.clone()),
             },
+            // `let g = if c then f₁ else f₂` with a condition that may fail: the condition is
+            // bound first (evaluated where it was), so the `if` chooses on an atom ([`Ad::known`]).
+            ExprKind::Let(p, rhs, body)
+                if is_fun(&p.ty) && matches!(&strip(rhs).kind, ExprKind::If(c, ..) if !total(c)) =>
+            {
+                let ExprKind::If(c, a, b) = &strip(rhs).kind else { unreachable!() };
+                let id = self.fresh();
+                let cv = var(id, &"c".into(), &Type::Bool);
+                let chosen = Expr::new(ExprKind::If(cv, a.clone(), b.clone()), rhs.span, rhs.ty.clone());
+                let inner = Expr::new(ExprKind::Let(p.clone(), chosen, body.clone()), e.span, e.ty.clone());
+                let pat = Rc::new(Pat { kind: PatKind::Var("c".into(), id), span: c.span, ty: Type::Bool, ann: None });
+                self.inline(&Expr::new(ExprKind::Let(pat, c.clone(), inner), e.span, e.ty.clone()), env)
+            }
             ExprKind::Let(p, rhs, body) => {
                 let rhs2 = self.inline(rhs, env)?;
                 // A tuple holding functions, bound whole or by a pattern: its components are
@@ -3500,25 +3529,28 @@ fn summed_producers(binds: &[Bind], res: &E) -> FxHashMap<LocalId, LocalId> {
 /// Real primitives, comparisons, tuples and projections of atoms): recomputing its application
 /// instead of reading an array it filled changes no error.
 fn total_lam(l: &E) -> bool {
-    fn total(e: &E) -> bool {
-        match &strip(e).kind {
-            ExprKind::Var(..) | ExprKind::Lit(_) => true,
-            ExprKind::Lam(_, b) => total(b),
-            ExprKind::Let(_, a, b) => total(a) && total(b),
-            ExprKind::Tuple(xs) => xs.iter().all(total),
-            ExprKind::Proj(a, _) | ExprKind::Neg(a) | ExprKind::Not(a) => total(a),
-            ExprKind::Bin(op, a, b) => {
-                let int_div = matches!(op, BinOp::Div | BinOp::Rem) && a.ty == Type::Int;
-                !int_div && !matches!(op, BinOp::Oplus | BinOp::Ominus | BinOp::Pow) && total(a) && total(b)
-            }
-            ExprKind::App(..) => {
-                let (h, args) = anf::anormal::spine(e);
-                let prim = matches!(&strip(h).kind, ExprKind::Var(_, VarRef::Builtin(b))
-                    if args.len() == b.arity() && (*b == Builtin::ToReal || rules::is_real_prim(Prim::Builtin(*b))));
-                prim && args.iter().all(|a| total(a))
-            }
-            _ => false,
-        }
-    }
     matches!(strip(l).kind, ExprKind::Lam(..)) && total(l)
+}
+
+/// A term that cannot fail or loop (what [`total_lam`] asks of a λ's body): evaluating it again,
+/// or not at all, changes no error.
+fn total(e: &E) -> bool {
+    match &strip(e).kind {
+        ExprKind::Var(..) | ExprKind::Lit(_) => true,
+        ExprKind::Lam(_, b) => total(b),
+        ExprKind::Let(_, a, b) => total(a) && total(b),
+        ExprKind::Tuple(xs) => xs.iter().all(total),
+        ExprKind::Proj(a, _) | ExprKind::Neg(a) | ExprKind::Not(a) => total(a),
+        ExprKind::Bin(op, a, b) => {
+            let int_div = matches!(op, BinOp::Div | BinOp::Rem) && a.ty == Type::Int;
+            !int_div && !matches!(op, BinOp::Oplus | BinOp::Ominus | BinOp::Pow) && total(a) && total(b)
+        }
+        ExprKind::App(..) => {
+            let (h, args) = anf::anormal::spine(e);
+            let prim = matches!(&strip(h).kind, ExprKind::Var(_, VarRef::Builtin(b))
+                if args.len() == b.arity() && (*b == Builtin::ToReal || rules::is_real_prim(Prim::Builtin(*b))));
+            prim && args.iter().all(|a| total(a))
+        }
+        _ => false,
+    }
 }

@@ -226,7 +226,10 @@ impl Lowerer<'_> {
             | B::DLookup => return self.change_builtin(b, ty, args, site),
             B::NilFun => return Err(LowerError::internal("`nil'` exists only in the interpreter")),
             B::Star | B::Unstar | B::Omega | B::Jac | B::Grad | B::Vjp | B::Jacobian => {
-                return Err(LowerError::unsupported(frontend::Span::SYNTHETIC, format!("`{}`", b.name())))
+                return Err(LowerError::internal(format!(
+                    "`{}` reached lowering: run `adjoint::reverse::transform` first",
+                    b.name()
+                )))
             }
             B::Zeros | B::TapeNew => {
                 // The transform passes a length of an existing array (or a trip count it checked):

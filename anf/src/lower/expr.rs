@@ -154,12 +154,14 @@ impl Lowerer<'_> {
                 Ok(LVal::Word(map))
             }
             ExprKind::Ann(a, _) => self.expr(a),
-            ExprKind::Pullback(..) => Err(LowerError::unsupported(e.span, "`pullback`")),
-            ExprKind::Dual(..) => Err(LowerError::unsupported(e.span, "`dual`")),
+            // Reverse mode never reaches lowering: `adjoint::reverse::transform` rewrites each
+            // differentiation site into ordinary terms (or an `interp'` site) first.
+            ExprKind::Pullback(..) | ExprKind::Dual(..) | ExprKind::Zero | ExprKind::Sum(..) => {
+                Err(LowerError::internal("reverse mode reached lowering: run `adjoint::reverse::transform` first"))
+            }
             ExprKind::Derive(..) => {
                 Err(LowerError::internal("`derive` reached lowering: run `adjoint::incremental::expand` first"))
             }
-            ExprKind::Zero | ExprKind::Sum(..) => Err(LowerError::unsupported(e.span, "the paper's 0 and sums")),
         }
     }
 

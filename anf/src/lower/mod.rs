@@ -55,8 +55,6 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::ir::{self, Block, Builder, FuncId, Function, Inst, Module, Signature, TagId, Value};
 use crate::mono::MonoProgram;
 
-pub use scan::{unsupported, Unsupported};
-
 use apply::{Chain, Pending, TagInfo};
 use groups::Helper;
 use value::{flat, Clo, LVal, Shape, Site, VarKey};
@@ -129,9 +127,6 @@ pub(crate) type R<T> = Result<T, LowerError>;
 /// an IR module. Run the verifier on the result in tests (`ir::verify`); the JIT verifies it too.
 pub fn lower(mono: &MonoProgram, options: &LowerOptions) -> Result<Lowered, LowerError> {
     crate::mono::verify(mono).map_err(LowerError::internal)?;
-    if let Some(u) = unsupported(mono) {
-        return Err(LowerError::unsupported(u.span, u.what));
-    }
     let normal = a_normal(mono);
     let mono = &normal;
     let root = mono.defs.last().ok_or_else(|| LowerError::internal("the program has no definitions"))?;

@@ -3,8 +3,8 @@
 //!
 //! A definition the compiler handles is JIT-compiled once and each call runs native code through
 //! [`Compiled`] (arguments written into reused buffers). A definition using a construct the
-//! compiler does not handle yet (a differentiation site `adjoint::reverse` does not compile, or
-//! what [`anf::lower::unsupported`] names) is evaluated by the reference interpreter, from the program
+//! compiler does not handle yet (a differentiation site `adjoint::reverse` does not compile,
+//! [`crate::engine::uncompiled_site`]) is evaluated by the reference interpreter, from the program
 //! type-checked and monomorphised once; [`Function::note`] says so. The choice is made by the
 //! same test `nabla run` uses, so when the compiler learns a construct, definitions using it move
 //! to native code with no change for callers.
@@ -106,19 +106,10 @@ impl Function {
         }
         // Differentiation sites compile when the reverse-mode transform handles them (the rest
         // is then checked like any program).
-        let why = match adjoint::reverse::transform(&mono) {
-            Err(nc) => Some(nc.what),
-            Ok(t) => {
-                let t = t.as_ref().unwrap_or(&mono);
-                match t.interpreted.as_ref().and_then(|i| i.sites.first()) {
-                    Some(s) => Some(s.what.clone()),
-                    None => anf::lower::unsupported(t).map(|u| u.what),
-                }
-            }
-        };
+        let why = crate::engine::uncompiled_site(&mono);
         let (run, note) = match why {
             Some(what) => {
-                let note = format!("{what} is not compiled yet; evaluated by the reference interpreter");
+                let note = format!("{what}; evaluated by the reference interpreter");
                 let span = root_span(&mono);
                 (Run::Interp { mono: Box::new(mono), span, bound: None, last: None }, Some(note))
             }

@@ -1032,12 +1032,8 @@ pub fn both_engines(src: &str) -> Result<(Outcome, Outcome, Outcome), String> {
         };
         // A program the engine hands to the interpreter is not compared (its errors would be the
         // interpreter's in both columns).
-        let transformed = match adjoint::reverse::transform(&mono) {
-            Ok(t) => t,
-            Err(nc) => return Err(format!("not compiled: {}", nc.what)),
-        };
-        if let Some(u) = anf::lower::unsupported(transformed.as_ref().unwrap_or(&mono)) {
-            return Err(format!("not compiled: {}", u.what));
+        if let Some(what) = runtime::engine::uncompiled_site(&mono) {
+            return Err(format!("not compiled: {what}"));
         }
         let interp = show(runtime::interp::run(&mono));
         let compiled = match runtime::engine::run(&mono) {

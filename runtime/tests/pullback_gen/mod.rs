@@ -47,11 +47,16 @@ pub struct Options {
     /// Allow `grad` inside the body (nested differentiation).
     pub nested: bool,
     pub depth: u32,
+    /// Allow closures chosen at run time by `if`. The reducer differentiates them once, but not
+    /// again: under an outer gradient their condition is symbolic and it is stuck. So they are
+    /// never made inside the body's own nested `grad`, and callers that differentiate `f` twice
+    /// turn them off.
+    pub chosen_closures: bool,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { nested: true, depth: 4 }
+        Options { nested: true, depth: 4, chosen_closures: true }
     }
 }
 
@@ -107,7 +112,7 @@ pub fn lit(x: f64) -> String {
 pub fn program(rng: &mut Rng, opts: &Options) -> Program {
     let inputs = 1 + rng.below(4) as usize;
     let point: Vec<f64> = (0..inputs).map(|_| ((rng.unit() * 3.0 - 1.5) * 8.0).round() / 8.0).collect();
-    let mut g = Gen { rng, opts, point: point.clone(), fresh: 0 };
+    let mut g = Gen { rng, opts, point: point.clone(), fresh: 0, nesting: false };
     let env: Vec<String> = (1..=inputs).map(|i| format!("x{i}")).collect();
     // A body that never names an input has a zero partial there that tests nothing: resample
     // (a few times; then the missing inputs are added in as terms of their own).
@@ -135,6 +140,8 @@ struct Gen<'r> {
     opts: &'r Options,
     point: Vec<f64>,
     fresh: u32,
+    /// Generating the body of a nested `grad`.
+    nesting: bool,
 }
 
 impl Gen<'_> {
@@ -258,11 +265,23 @@ impl Gen<'_> {
                 format!("((fun ({p}, {q}) -> {body}) ({}, {}))", self.real(env, d), self.real(env, d))
             }
             16 => {
-                // A local closure capturing the environment, applied twice.
+                // A local closure capturing the environment, applied twice (sometimes one of two,
+                // chosen by `if`).
                 let (h, u) = (self.name("h"), self.name("u"));
                 let mut env2 = env.to_vec();
                 env2.push(u.clone());
                 let body = self.real(&env2, d);
+                if self.opts.chosen_closures && !self.nesting && self.rng.chance(0.3) {
+                    // A closure chosen at run time by `if` on an input (the branch taken).
+                    let (x, c) = self.input_threshold();
+                    let other = self.real(&env2, d);
+                    return format!(
+                        "(let {h} = if {x} > {} then (fun ({u} : Real) -> {body}) else (fun ({u} : Real) -> {other}) in {h} {} + {h} {})",
+                        lit(c),
+                        self.atom(env, d),
+                        self.atom(env, d)
+                    );
+                }
                 format!(
                     "(let {h} = fun ({u} : Real) -> {body} in {h} {} + {h} {})",
                     self.atom(env, d),
@@ -333,7 +352,9 @@ impl Gen<'_> {
                 let u = self.name("u");
                 let mut env2 = env.to_vec();
                 env2.push(u.clone());
+                let outer = std::mem::replace(&mut self.nesting, true);
                 let inner = self.real(&env2, d.min(1));
+                self.nesting = outer;
                 if self.rng.chance(0.5) {
                     return format!("grad (fun ({u} : Real) -> {inner}) {}", self.atom(env, d));
                 }
