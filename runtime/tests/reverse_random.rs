@@ -402,6 +402,7 @@ fn compiled_gradients_over_deeper_arrays_and_tuples_of_arrays_equal_the_reducers
         context: deep_context,
         close: close_normwise,
         floor: 20,
+        twice: |f| f == 8,
     });
 }
 
