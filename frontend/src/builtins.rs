@@ -134,6 +134,12 @@ builtins! {
     AccAdd2 = "accAdd2'" : "Array (Array Real) -> Int -> Int -> Real -> Array (Array Real)";
     AccRow = "accRow'" : "Array (Array Real) -> Int -> Real -> Array Real -> Array (Array Real)";
     AccRowAll = "accRowAll'" : "Array (Array Real) -> Int -> Real -> Array (Array Real)";
+    // `accAt' A i f`: element i of A replaced by `f A.[i]` (bounds-checked). The transform passes
+    // only a λ that updates the element's accumulators in place and returns them (the arrays it
+    // holds are the same arrays), so compiled code stores back only the element's `f64` words:
+    // the accumulator of a value nested deeper than `Array (Array Real)`, or of an array of
+    // tuples holding arrays, is updated along a path of `accAt'`s.
+    AccAt = "accAt'" : "Array 'a -> Int -> ('a -> 'a) -> Array 'a";
     // `interp' k args`: the site `k` that reverse mode does not compile, evaluated by the
     // reference interpreter at its free locals `args` (`anf::mono::Interpreted`).
     Interp = "interp'" : "Int -> 'a -> 'b";

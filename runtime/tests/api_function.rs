@@ -66,13 +66,13 @@ fn nested_data_on_both_engines() {
 }
 
 /// A gradient compiled reverse mode (`adjoint::reverse`) handles runs as native code; one it does
-/// not (a gradient over arrays nested three deep) runs on the interpreter with a note naming the
+/// not (a `vjp` whose cotangent is nested three deep) runs on the interpreter with a note naming the
 /// construct. Both compute what `nabla run --interp` does.
 #[test]
 fn gradients_compile_where_reverse_mode_does() {
     frontend::with_big_stack(|| {
         let src = "def sumsq (xs : Array Real) = grad (fun (v : Array Real) -> sum (map (fun x -> x * x) v)) xs
-def twice (x : Real) = (grad (fun (c : Array (Array (Array Real))) -> sum (map (fun m -> sum (map (fun r -> dot r r) m)) c)) [[[x], [2.0]]]).[0].[0].[0]
+def twice (x : Real) = (vjp (fun (c : Array (Array (Array Real))) -> map (fun m -> map (fun r -> map (fun y -> y * y) r) m) c) [[[x], [2.0]]] [[[1.0], [1.0]]]).[0].[0].[0]
 def main = (sumsq [1.0, -2.0], twice 3.0)
 ";
         let mut sumsq = Function::new(src, "sumsq").unwrap();
@@ -133,7 +133,7 @@ fn bound_arguments_are_called_many_times() {
   grad (fun (m : Array (Array Real)) -> sum (map (fun r -> dot r r) m)) m
 def same (m : Array (Array Real)) (k : Int) = (m, k)
 def at (xs : Array Real) (i : Int) = xs.[i]
-def nested (x : Real) = (grad (fun (c : Array (Array (Array Real))) -> sum (map (fun m -> sum (map (fun r -> dot r r) m)) c)) [[[x], [2.0]]]).[0].[0].[0]
+def nested (x : Real) = (vjp (fun (c : Array (Array (Array Real))) -> map (fun m -> map (fun r -> map (fun y -> y * y) r) m) c) [[[x], [2.0]]] [[[1.0], [1.0]]]).[0].[0].[0]
 ";
         let m = array(vec![reals(&[1.0, -2.0]), reals(&[0.5])]);
         let mut g = Function::new(src, "gradRows").unwrap();

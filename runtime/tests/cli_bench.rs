@@ -26,7 +26,7 @@ fn bench_reports_both_engines() {
     let h = dir.join("pullback.nbl");
     std::fs::write(
         &h,
-        "def main = grad (fun (c : Array (Array (Array Real))) -> sum (map (fun m -> sum (map (fun r -> dot r r) m)) c)) [[[1.0], [2.0]]]\n",
+        "def main = vjp (fun (c : Array (Array (Array Real))) -> map (fun m -> map (fun r -> map (fun y -> y * y) r) m) c) [[[1.0], [2.0]]] [[[1.0], [1.0]]]\n",
     )
     .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_nabla")).arg("bench").arg(&h).output().unwrap();

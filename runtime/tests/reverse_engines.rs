@@ -16,6 +16,8 @@ const MUST_COMPILE: &[&str] = &[
     "paper_ex31_trace",
     "paper_ex33_anf",
     "pb_arrays_of_arrays",
+    "pb_arrays_three_deep",
+    "pb_arrays_of_tuples_with_arrays",
     "pb_closures_chosen_by_if",
     "pb_oplus_chosen_change",
     "pb_kmeans_dir",
@@ -109,6 +111,28 @@ fn compiled_gradients_match_the_reducer() {
             }
         }
         assert!(failures.is_empty(), "{}", failures.join("\n"));
+    });
+}
+
+/// Gradients through nested data (`Array (Array Real)`, three deep, arrays of tuples holding
+/// arrays), compiled with compaction after every iteration and released memory poisoned: the
+/// accumulators nested at any depth are updated in place and only their `f64`s are written
+/// (`accAt'` stores back no pointer), so no update is lost and nothing outlives a release.
+#[test]
+fn deep_accumulators_survive_eager_compaction() {
+    frontend::with_big_stack(|| {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        for name in ["pb_arrays_of_arrays", "pb_arrays_three_deep", "pb_arrays_of_tuples_with_arrays"] {
+            let src = std::fs::read_to_string(dir.join(format!("{name}.nbl"))).unwrap();
+            let (_, mono) = runtime::prepare(&src, "main").unwrap();
+            let a = runtime::interp::run(&mono).unwrap();
+            let mut ctx = runtime::native::CallCtx::new(runtime::native::DEFAULT_ARENA_LIMIT);
+            ctx.set_compact_min(0);
+            ctx.set_checking(true);
+            let r = runtime::engine::run_in(&mono, &mut ctx).unwrap();
+            assert!(r.note.is_none(), "{name}: {:?}", r.note);
+            assert!(close(&reals(&a), &reals(&r.value)), "{name}: interpreter {a}, compiled {}", r.value);
+        }
     });
 }
 

@@ -19,7 +19,11 @@
 //! arrays of tuples `(Int, Real, …)` inputs: entries `m.[i].[j]`, `map`/`fold` over rows, rows
 //! rebuilt and put in literals, rows captured by loops, `dot` of rows, `vjp` with a nested
 //! cotangent, a loop carrying a nested array, nested gradients (within 1e-9 of the result's
-//! largest component: those forms sum terms that cancel).
+//! largest component: those forms sum terms that cancel). Another draws 60 over inputs nested
+//! deeper: `Array (Array (Array Real))` (entries, maps and folds over blocks and rows, a block
+//! captured by a loop, a new 3-deep array, an outer gradient through one, a gradient of a
+//! gradient) and arrays of tuples holding arrays (`Array (Real * Array Real)`, `Array (Array Real
+//! * Array Real)`).
 
 mod pullback_gen;
 
@@ -295,6 +299,106 @@ fn compiled_gradients_over_arrays_of_arrays_and_tuples_equal_the_reducers() {
         context: nested_context,
         close: close_normwise,
         floor: 25,
+    });
+}
+
+/// An `Array (Array (Array Real))` literal: `blocks` matrices of `rows` rows, each the point moved.
+fn tensor_literal(blocks: usize, rows: usize, point: &[f64]) -> String {
+    let bs: Vec<String> = (0..blocks)
+        .map(|b| {
+            let moved: Vec<f64> = point.iter().map(|x| x * (1.0 - 0.125 * b as f64) + 0.0625 * b as f64).collect();
+            matrix_literal(rows, &moved)
+        })
+        .collect();
+    format!("[{}]", bs.join(", "))
+}
+
+/// The `main` of one case over an input nested deeper than `Array (Array Real)`: an
+/// `Array (Array (Array Real))` `t` (2 × `rows` × `n`) — entries `t.[b].[i].[j]`, `map`/`fold`
+/// over blocks and rows, a block read whole and captured by a loop, a new 3-deep array made by
+/// `map`, an outer gradient through one — or an array of tuples holding arrays (`Array (Real *
+/// Array Real)`, `Array (Array Real * Array Real)`), read by projections, `map` and `fold`.
+fn deep_context(form: u64, n: usize, point: &[f64], rng: &mut Rng) -> String {
+    let scale = lit(((rng.unit() * 4.0 - 2.0) * 4.0).round() / 4.0);
+    let rows = 2 + rng.below(2) as usize;
+    let t = tensor_literal(2, rows, point);
+    let ty = "Array (Array (Array Real))";
+    // f of entries spread over the blocks and rows: t.[k mod 2].[k mod rows].[k].
+    let spread = |v: &str| f_of(&(0..n).map(|k| format!("{v}.[{}].[{}].[{k}]", k % 2, k % rows)).collect::<Vec<_>>());
+    let row = |r: &str| f_of(&(0..n).map(|k| format!("{r}.[{k}]")).collect::<Vec<_>>());
+    let pairs = |first: &dyn Fn(usize) -> String| -> String {
+        let ps: Vec<String> = (0..rows)
+            .map(|r| {
+                let xs: Vec<f64> = point.iter().map(|x| x * (1.0 - 0.25 * r as f64) + 0.125 * r as f64).collect();
+                format!("({}, {})", first(r), array_literal(&xs))
+            })
+            .collect();
+        format!("[{}]", ps.join(", "))
+    };
+    match form {
+        0 => format!("def g (t : {ty}) : Real = {} * {scale}\ndef main = grad g {t}\n", spread("t")),
+        1 => format!(
+            "def main = grad (fun (t : {ty}) -> sum (map (fun m -> sum (map (fun r -> {}) m)) t)) {t}\n",
+            row("r")
+        ),
+        2 => format!(
+            "def main = grad (fun (t : {ty}) ->\n  \
+             fold (fun acc m -> 0.5 * acc + fold (fun a r -> a + {}) 0.0 m) 0.0 t) {t}\n",
+            row("r")
+        ),
+        // A block read whole, captured by a loop body; `dot` of rows of two blocks.
+        3 => format!(
+            "def main = grad (fun (t : {ty}) ->\n  \
+             let b = t.[1] in sum (build (len b) (fun i -> {} * b.[i].[0])) + dot t.[0].[0] b.[1]) {t}\n",
+            row("b.[i]")
+        ),
+        // A new 3-deep array made by `map`, read by entries and summed.
+        4 => format!(
+            "def main = grad (fun (t : {ty}) ->\n  \
+             let u = map (fun m -> map (fun r -> map (fun x -> x * {scale}) r) m) t in\n  \
+             {} + sum (map (fun m -> sum (map sum m)) u)) {t}\n",
+            spread("u")
+        ),
+        // An outer gradient over a scale through a 3-deep array made from it.
+        5 => format!(
+            "def g (t : {ty}) : Real = {} + sum (map (fun m -> dot m.[0] m.[1]) t)\n\
+             def main = grad (fun (s : Real) -> g (map (fun m -> map (fun r -> map (fun x -> x * s) r) m) {t})) {}\n",
+            spread("t"),
+            lit(point[0])
+        ),
+        // An array of (scale, weights) pairs: projections, `map` over pairs, an entry by index.
+        6 => format!(
+            "def main = grad (fun (ps : Array (Real * Array Real)) ->\n  \
+             sum (map (fun (a, v) -> a * {}) ps) + ps.[0].1 * ps.[1].2.[0] * {scale}) {}\n",
+            row("v"),
+            pairs(&|r| lit(0.5 + 0.25 * r as f64))
+        ),
+        // A gradient over a 3-deep array differentiated again.
+        8 => format!(
+            "def g (t : {ty}) : Real = {} * {scale} + sum (map (fun m -> sum (map (fun r -> {}) m)) t)\n\
+             def main = grad (fun (t : {ty}) -> sum (map (fun m -> sum (map sum m)) (grad g t))) {t}\n",
+            spread("t"),
+            row("r")
+        ),
+        // An array of pairs of vectors, folded.
+        _ => format!(
+            "def main = grad (fun (qs : Array (Array Real * Array Real)) ->\n  \
+             fold (fun acc (u, v) -> 0.5 * acc + {} * v.[0] + dot u v) 0.0 qs) {}\n",
+            row("u"),
+            pairs(&|r| array_literal(&(0..n).map(|k| 0.25 * (k + r) as f64 - 0.5).collect::<Vec<_>>()))
+        ),
+    }
+}
+
+#[test]
+fn compiled_gradients_over_deeper_arrays_and_tuples_of_arrays_equal_the_reducers() {
+    sweep(Sweep {
+        seed: 0xdee9_a77a_u64,
+        programs: PROGRAMS / 5,
+        forms: 9,
+        context: deep_context,
+        close: close_normwise,
+        floor: 30,
     });
 }
 

@@ -1,7 +1,7 @@
 //! Compiled reverse mode: a typed source-to-source transform over the monomorphic program that
 //! replaces each differentiation site (`grad f x`, `vjp f x c`, `jacobian f x`) by an ordinary
 //! term — the pullback's forward phase followed by its reverse phase — plus a few internal
-//! builtins (`zeros'`, `accAdd'`, `accAddAll'`, `accAxpy'`, `tape'`, `tapeSet'`, `ctCheck'`). The result is
+//! builtins (`zeros'`, `accAdd'`, `accAddAll'`, `accAxpy'`, `accAt'`, `tape'`, `tapeSet'`, `ctCheck'`). The result is
 //! an ordinary program: it goes through `anf::lower` → `anf::opt` → Cranelift like any other, and
 //! the interpreter runs it too (tests compare it with the pullback reducer).
 //!
@@ -19,6 +19,12 @@
 //!   accumulator (distinct row accumulators); a row read `x.[i]` has no adjoint of its own, its
 //!   uses add straight into row `i` (`accAdd2'`, `accRow'`, `accRowAll'`: `x.[i].[j]` is O(1)).
 //!   An array of tuples of Reals has an accumulator of its own type (`accAdd'` adds a tuple).
+//!   Deeper data (`Array (Array (Array Real))`, arrays of tuples holding arrays: any nesting of
+//!   Reals, discrete values, tuples and arrays, [`is_deep`]) has an accumulator of its own type
+//!   too, distinct arrays all the way down; a part read out of it is a path from its root
+//!   (`Ad::paths`), and a contribution is added at the path's end in place (`Ad::upd`: one
+//!   `accAt' A i (λu. …)` per element step, the tuple rebuilt per component step, the row
+//!   builtins on a last `Array (Array Real)`), so `x.[i].[j].[k]` is O(1) too.
 //! - **Symbolic zeros**: an absent adjoint is zero and emits nothing. **Activity**: a binding
 //!   whose type is discrete or that does not depend on the input gets no adjoint; the components
 //!   of a tuple a loop carries are active or not by a fixpoint over the loop body, and only the
@@ -36,7 +42,8 @@
 //!
 //! Invariants of the output: `mono::verify` holds (every binder fresh, every type ground); each
 //! accumulator array is passed to exactly one internal builtin and never used afterwards
-//! (so updating it in place is invisible); a tape holds scalars, or (written by a non-compacting
+//! (so updating it in place is invisible); the λ passed to `accAt'` consumes its element the same
+//! way and returns the element's own arrays (lowering stores back only its non-pointer words); a tape holds scalars, or (written by a non-compacting
 //! `iterate'`) the whole carry when the reverse reads an array it carries.
 //! A site the transform cannot handle is reported as [`NotCompiled`] naming it.
 
@@ -767,6 +774,10 @@ impl<'m> Transform<'m> {
     /// next digit's weight): the interpreter's `cotangent_mismatch`, at the site.
     fn check_cotangent(&mut self, out: &mut Vec<Bind>, y: &E, c: &E, path: i64, digit: i64) -> R<()> {
         match (&y.ty, &c.ty) {
+            // The interpreter's check walks every array of a deeper cotangent; not compiled yet.
+            (Type::Array(_), Type::Array(_)) if is_deep(&y.ty) && !is_nested(&y.ty) => {
+                return Err(not(format!("a `vjp` with a cotangent of type {}", c.ty), self.span));
+            }
             (Type::Array(_), Type::Array(_)) => {
                 let n = self.bind(out, "n", call(Builtin::Len, std::slice::from_ref(y), Type::Int));
                 let m = self.bind(out, "m", call(Builtin::Len, std::slice::from_ref(c), Type::Int));
@@ -1269,7 +1280,7 @@ impl<'m> Transform<'m> {
             alias: FxHashMap::default(),
             tuples: FxHashMap::default(),
             unread: Vec::new(),
-            rows: FxHashMap::default(),
+            paths: FxHashMap::default(),
             lens: FxHashMap::default(),
             builds: FxHashMap::default(),
             sums: summed_producers(&binds, &res),
@@ -1399,11 +1410,14 @@ struct Ad<'a, 'm> {
     tuples: FxHashMap<LocalId, Vec<E>>,
     /// The components a loop's reverse does not read (see `TAPES_UNREAD`).
     unread: Vec<bool>,
-    /// Rows of nested arrays: `r = x.[i]` with `x : Array (Array Real)` active (and copies of
-    /// such `r`) map to `(x, i)`. Their adjoints are never held apart: every contribution to `r`
-    /// goes straight into row `i` of x's accumulator (`accAdd2'`, `accRow'`, `accRowAll'`), so a
-    /// read `x.[i].[j]` costs O(1) in the reverse phase.
-    rows: FxHashMap<LocalId, (E, E)>,
+    /// Parts of deep values: a read `r = x.[i]` of an active array `x` whose elements hold arrays
+    /// ([`is_deep`]), a read or a projection of such a part that holds arrays itself, and copies,
+    /// map to their root `x` and the steps from it (`x.[i]`: `[At i]`; `x.[i].2.[j]`:
+    /// `[At i, Comp 1, At j]`). Their adjoints are never held apart: every contribution goes
+    /// straight into x's accumulator along the path (`Ad::upd`: `accAt'` per step, the row
+    /// builtins `accAdd2'`, `accRow'`, `accRowAll'` on the last row), so a read
+    /// `x.[i].[j].[k]` costs O(1) in the reverse phase.
+    paths: FxHashMap<LocalId, (E, Vec<Step>)>,
     /// Arrays made by `build n f` (the atom `n`) or `map f xs`/`zipWith f xs ys` (`len xs`): a zero
     /// adjoint takes its length from there, so a loop body recomputed for its reverse need not
     /// rebuild the array only to measure it.
@@ -1437,6 +1451,40 @@ fn is_nested(t: &Type) -> bool {
     matches!(t, Type::Array(e) if matches!(&**e, Type::Array(r) if **r == Type::Real))
 }
 
+/// Data built from Reals, Ints, Bools, units, tuples and arrays: a value whose adjoint is a value
+/// of its own type (an accumulator, its arrays distinct and uniquely owned).
+fn is_data(t: &Type) -> bool {
+    match t {
+        Type::Real | Type::Int | Type::Bool | Type::Unit => true,
+        Type::Tuple(ts) => ts.iter().all(is_data),
+        Type::Array(e) => is_data(e),
+        _ => false,
+    }
+}
+
+/// An array of data whose elements hold arrays (`Array (Array Real)`, `Array (Array (Array
+/// Real))`, `Array (Real * Array Real)`, …): its accumulator is an array of accumulators, and a
+/// part of it read out is a path into it (`Ad::paths`).
+fn is_deep(t: &Type) -> bool {
+    matches!(t, Type::Array(e) if holds_array(e) && !e.is_discrete() && is_data(e))
+}
+
+/// One step of a path into a deep accumulator: element `i`, or tuple component `k` (0-based).
+#[derive(Clone, Debug)]
+enum Step {
+    At(E),
+    Comp(usize),
+}
+
+/// What is added at the end of a path (`Ad::upd`): `At(j, g)`, `All(g)`, `Axpy(s, y)` on an
+/// `Array Real` (`a.[j] += g`, `a += g·1`, `a += s·y`), or an adjoint of the part's type.
+enum Leaf {
+    At(E, E),
+    All(E),
+    Axpy(E, E),
+    Adj(Adj),
+}
+
 /// A tuple of Reals and discrete values without arrays (nested tuples too): an array of them has
 /// an accumulator of its own type, updated element by element (`accAdd'` adds a tuple's Reals).
 fn is_flat_tuple(t: &Type) -> bool {
@@ -1462,7 +1510,7 @@ fn differentiable(t: &Type) -> bool {
         Type::Tuple(ts) => ts.iter().all(|t| t.is_discrete() || is_fun(t) || differentiable(t)),
         // An array of functions: applied only where inlining unrolled it (`unroll_known_array`);
         // an adjoint reaching a function is refused where it would be added.
-        Type::Array(e) => **e == Type::Real || e.is_discrete() || is_nested(t) || is_tuple_array(t) || is_fun(e),
+        Type::Array(e) => **e == Type::Real || e.is_discrete() || is_deep(t) || is_tuple_array(t) || is_fun(e),
         t => t.is_discrete(),
     }
 }
@@ -1546,17 +1594,29 @@ impl Ad<'_, '_> {
                     _ => {}
                 }
             }
-            if active {
-                match &rhs.kind {
-                    ExprKind::Index(x, i) if is_nested(&x.ty) && self.is_active(x) => {
-                        self.rows.insert(b.id, (x.clone(), i.clone()));
-                    }
-                    ExprKind::Var(_, VarRef::Local(y)) if self.rows.contains_key(y) => {
-                        let r = self.rows[y].clone();
-                        self.rows.insert(b.id, r);
-                    }
-                    _ => {}
+            if active && holds_array(&b.ty) {
+                // A part of a deep value that holds arrays: a path into its root's accumulator.
+                let path = match &rhs.kind {
+                    ExprKind::Index(x, i) if self.is_active(x) => match self.path_of(x) {
+                        Some((r, mut st)) => {
+                            st.push(Step::At(i.clone()));
+                            Some((r, st))
+                        }
+                        None if is_deep(&x.ty) => Some((x.clone(), vec![Step::At(i.clone())])),
+                        None => None,
+                    },
+                    ExprKind::Proj(p, k) => self.path_of(p).map(|(r, mut st)| {
+                        st.push(Step::Comp(*k));
+                        (r, st)
+                    }),
+                    ExprKind::Var(_, VarRef::Local(y)) => self.paths.get(y).cloned(),
+                    _ => None,
+                };
+                if let Some(path) = path {
+                    self.paths.insert(b.id, path);
                 }
+            }
+            if active {
                 self.active.insert(b.id);
                 if let Some(s) = self.summed.remove(&b.id) {
                     // `s = sum z` of a fused producer: the loop computed it.
@@ -1619,12 +1679,8 @@ impl Ad<'_, '_> {
         if is_fun(&y.ty) {
             return self.err("a gradient through a function-valued result");
         }
-        if self.rows.contains_key(&id) {
-            return match a {
-                Adj::A(v) => self.add_axpy(out, y, real(1.0), v),
-                Adj::B(g) => self.add_all(out, y, g),
-                _ => self.err("a row adjoint that is not an array (internal)"),
-            };
+        if let Some((x, steps)) = self.paths.get(&id).cloned() {
+            return self.add_path(out, &x, &steps, Leaf::Adj(a));
         }
         let merged = match self.adj.remove(&id) {
             None => a,
@@ -1637,7 +1693,7 @@ impl Ad<'_, '_> {
     fn merge(&mut self, out: &mut Vec<Bind>, x: Adj, y: Adj) -> R<Adj> {
         Ok(match (x, y) {
             (Adj::R(a), Adj::R(b)) => Adj::R(self.emit(out, "d", rbin(BinOp::Add, &a, &b))),
-            (Adj::A(a), Adj::A(b)) if is_nested(&a.ty) || is_tuple_array(&a.ty) => Adj::A(self.add_rows(out, a, &b)),
+            (Adj::A(a), Adj::A(b)) if is_deep(&a.ty) || is_tuple_array(&a.ty) => Adj::A(self.add_rows(out, a, &b)?),
             (Adj::A(a), Adj::A(b)) => {
                 Adj::A(self.emit(out, "d", call(Builtin::AccAxpy, &[a.clone(), real(1.0), b], a.ty.clone())))
             }
@@ -1702,6 +1758,15 @@ impl Ad<'_, '_> {
                 } else if is_nested(ty) {
                     // A nested accumulator of the primal's shape: distinct zero rows.
                     self.build_rows(out, &n, primal, None)
+                } else if is_deep(ty) {
+                    // build n (λi. zero of p.[i]): distinct zero accumulators all the way down.
+                    let iid = self.t.fresh();
+                    let iv = var(iid, &"i".into(), &Type::Int);
+                    let mut bo = Vec::new();
+                    let r = self.emit(&mut bo, "r", index(primal, &iv));
+                    let z = self.zero(&mut bo, e, &r)?;
+                    let f = lam(iid, &"i".into(), &Type::Int, lets(bo, z));
+                    self.emit(out, "dz", call(Builtin::Build, &[n, f], ty.clone()))
                 } else if is_tuple_array(ty) {
                     // build n (λi. (0.0, …)): an accumulator of tuples.
                     let Some(z) = zero_point(e) else { return self.err(format!("a zero adjoint of type {ty}")) };
@@ -1762,6 +1827,13 @@ impl Ad<'_, '_> {
                     Adj::A(self.build_rows(out, &n, v, Some(v)))
                 }
             }
+            t if is_deep(t) => {
+                if owned {
+                    Adj::A(v.clone())
+                } else {
+                    Adj::A(self.copy_acc(out, v)?)
+                }
+            }
             Type::Tuple(ts) => {
                 let mut cs = Vec::new();
                 for i in 0..ts.len() {
@@ -1818,9 +1890,132 @@ impl Ad<'_, '_> {
         }
     }
 
-    /// The row `(x, i)` the array atom `a` is (a read `x.[i]` of a nested array, or a copy).
-    fn row_of(&self, a: &E) -> Option<(E, E)> {
-        self.rows.get(&local(a)?).cloned()
+    /// The path `(x, steps)` the atom `a` is (a part of a deep value, or a copy: `paths`).
+    fn path_of(&self, a: &E) -> Option<(E, Vec<Step>)> {
+        self.paths.get(&local(a)?).cloned()
+    }
+
+    /// Adds `leaf` at the end of the path `steps` into x's accumulator, in place.
+    fn add_path(&mut self, out: &mut Vec<Bind>, x: &E, steps: &[Step], leaf: Leaf) -> R<()> {
+        let acc = self.acc(out, x)?;
+        let v = self.upd(out, &acc, steps, leaf)?;
+        self.set_acc(x, v);
+        Ok(())
+    }
+
+    /// The accumulator atom `e` (uniquely owned) with `leaf` added at the end of `steps`: one
+    /// `accAt' e i (λu. …)` per element step (the element's accumulators updated in place and
+    /// returned), a tuple rebuilt around the updated component per component step, and the row
+    /// builtins on the last row of an `Array (Array Real)`. Rule 5 on the read of a part: its
+    /// adjoint is added at the part's place, O(1) per step for an element.
+    fn upd(&mut self, out: &mut Vec<Bind>, e: &E, steps: &[Step], leaf: Leaf) -> R<E> {
+        let ty = e.ty.clone();
+        match steps {
+            [] => self.upd_leaf(out, e, leaf),
+            [Step::At(i)] if is_nested(&ty) && !matches!(leaf, Leaf::Adj(Adj::R(_) | Adj::T(_))) => {
+                let (e, i) = (e.clone(), i.clone());
+                let rhs = match leaf {
+                    Leaf::At(j, g) => call(Builtin::AccAdd2, &[e, i, j, g], ty),
+                    Leaf::All(g) | Leaf::Adj(Adj::B(g)) => call(Builtin::AccRowAll, &[e, i, g], ty),
+                    Leaf::Axpy(s, y) => call(Builtin::AccRow, &[e, i, s, y], ty),
+                    Leaf::Adj(Adj::A(y)) => call(Builtin::AccRow, &[e, i, real(1.0), y], ty),
+                    Leaf::Adj(_) => return self.err("a row adjoint that is not an array (internal)"),
+                };
+                Ok(self.emit(out, "d", rhs))
+            }
+            // An element of an array of tuples of Reals: the tuple added in place.
+            [Step::At(i)] if is_tuple_array(&ty) => {
+                let Leaf::Adj(a @ Adj::T(_)) = leaf else {
+                    return self.err("a tuple element's adjoint that is not a tuple (internal)");
+                };
+                let Type::Array(et) = &ty else { return self.err("a path through a non-array (internal)") };
+                let et = (**et).clone();
+                let z = zero_point(&et).ok_or_else(|| not("a zero tuple (internal)", self.t.span))?;
+                let v = self.materialize(out, Some(a), &et, &z)?;
+                let v = self.emit(out, "d", v);
+                Ok(self.emit(out, "d", call(Builtin::AccAdd, &[e.clone(), i.clone(), v], ty)))
+            }
+            [Step::At(i), rest @ ..] => {
+                let Type::Array(et) = &ty else { return self.err("a path through a non-array (internal)") };
+                let et = (**et).clone();
+                let uid = self.t.fresh();
+                let u = var(uid, &"u".into(), &et);
+                let mut bo = Vec::new();
+                let r = self.upd(&mut bo, &u, rest, leaf)?;
+                let f = lam(uid, &"u".into(), &et, lets(bo, r));
+                Ok(self.emit(out, "d", call(Builtin::AccAt, &[e.clone(), i.clone(), f], ty)))
+            }
+            [Step::Comp(k), rest @ ..] => {
+                let Type::Tuple(ts) = &ty else { return self.err("a path through a non-tuple (internal)") };
+                let mut xs = Vec::with_capacity(ts.len());
+                for m in 0..ts.len() {
+                    xs.push(self.emit(out, "p", proj(e, m)));
+                }
+                let c = xs[*k].clone();
+                xs[*k] = self.upd(out, &c, rest, leaf)?;
+                Ok(self.emit(out, "d", tuple(xs)))
+            }
+        }
+    }
+
+    /// The accumulator atom `e` plus `leaf` (the end of a path).
+    fn upd_leaf(&mut self, out: &mut Vec<Bind>, e: &E, leaf: Leaf) -> R<E> {
+        let ty = e.ty.clone();
+        let e = e.clone();
+        let rhs = match leaf {
+            Leaf::At(j, g) => call(Builtin::AccAdd, &[e, j, g], ty),
+            Leaf::All(g) | Leaf::Adj(Adj::B(g)) => call(Builtin::AccAddAll, &[e, g], ty),
+            Leaf::Axpy(s, y) => call(Builtin::AccAxpy, &[e, s, y], ty),
+            Leaf::Adj(Adj::R(g)) => rbin(BinOp::Add, &e, &g),
+            Leaf::Adj(Adj::A(v)) if ty == Type::array(Type::Real) => call(Builtin::AccAxpy, &[e, real(1.0), v], ty),
+            Leaf::Adj(Adj::A(v)) => return self.add_rows(out, e, &v),
+            Leaf::Adj(Adj::T(cs)) => {
+                let Type::Tuple(ts) = &ty else { return self.err("a tuple adjoint of a non-tuple (internal)") };
+                let mut xs = Vec::with_capacity(ts.len());
+                for (m, c) in cs.into_iter().enumerate() {
+                    let p = self.emit(out, "p", proj(&e, m));
+                    xs.push(match c {
+                        Some(c) => self.upd_leaf(out, &p, Leaf::Adj(c))?,
+                        None => p,
+                    });
+                }
+                tuple(xs)
+            }
+        };
+        Ok(self.emit(out, "d", rhs))
+    }
+
+    /// A fresh accumulator holding the value `v` of a deep type (`decompose` of a caller's
+    /// cotangent): its arrays are new, so it can be updated in place.
+    fn copy_acc(&mut self, out: &mut Vec<Bind>, v: &E) -> R<E> {
+        let ty = v.ty.clone();
+        Ok(match &ty {
+            Type::Array(e) if **e == Type::Real => {
+                let n = self.emit(out, "n", call(Builtin::Len, std::slice::from_ref(v), Type::Int));
+                let z = self.emit(out, "dz", call(Builtin::Zeros, &[n], ty.clone()));
+                self.emit(out, "d", call(Builtin::AccAxpy, &[z, real(1.0), v.clone()], ty.clone()))
+            }
+            Type::Array(_) if holds_array(&ty) || is_tuple_array(&ty) => {
+                // build n (λi. copy of v.[i]).
+                let n = self.emit(out, "n", call(Builtin::Len, std::slice::from_ref(v), Type::Int));
+                let iid = self.t.fresh();
+                let iv = var(iid, &"i".into(), &Type::Int);
+                let mut bo = Vec::new();
+                let x = self.emit(&mut bo, "x", index(v, &iv));
+                let c = self.copy_acc(&mut bo, &x)?;
+                let f = lam(iid, &"i".into(), &Type::Int, lets(bo, c));
+                self.emit(out, "d", call(Builtin::Build, &[n, f], ty.clone()))
+            }
+            Type::Tuple(ts) if holds_array(&ty) => {
+                let mut xs = Vec::with_capacity(ts.len());
+                for m in 0..ts.len() {
+                    let p = self.emit(out, "p", proj(v, m));
+                    xs.push(self.copy_acc(out, &p)?);
+                }
+                self.emit(out, "d", tuple(xs))
+            }
+            _ => v.clone(),
+        })
     }
 
     /// a.[j] += g in a's adjoint (rule 5 on the read `a.[j]`: O(1), in place).
@@ -1828,11 +2023,8 @@ impl Ad<'_, '_> {
         if !self.is_active(a) {
             return Ok(());
         }
-        if let Some((x, i)) = self.row_of(a) {
-            let acc = self.acc(out, &x)?;
-            let v = self.emit(out, "d", call(Builtin::AccAdd2, &[acc, i, j.clone(), g], x.ty.clone()));
-            self.set_acc(&x, v);
-            return Ok(());
+        if let Some((x, steps)) = self.path_of(a) {
+            return self.add_path(out, &x, &steps, Leaf::At(j.clone(), g));
         }
         let acc = self.acc(out, a)?;
         let v = self.emit(out, "d", call(Builtin::AccAdd, &[acc, j.clone(), g], a.ty.clone()));
@@ -1845,11 +2037,8 @@ impl Ad<'_, '_> {
         if !self.is_active(a) {
             return Ok(());
         }
-        if let Some((x, i)) = self.row_of(a) {
-            let acc = self.acc(out, &x)?;
-            let v = self.emit(out, "d", call(Builtin::AccRowAll, &[acc, i, g], x.ty.clone()));
-            self.set_acc(&x, v);
-            return Ok(());
+        if let Some((x, steps)) = self.path_of(a) {
+            return self.add_path(out, &x, &steps, Leaf::All(g));
         }
         let acc = self.acc(out, a)?;
         let v = self.emit(out, "d", call(Builtin::AccAddAll, &[acc, g], a.ty.clone()));
@@ -1862,11 +2051,8 @@ impl Ad<'_, '_> {
         if !self.is_active(a) {
             return Ok(());
         }
-        if let Some((x, i)) = self.row_of(a) {
-            let acc = self.acc(out, &x)?;
-            let v = self.emit(out, "d", call(Builtin::AccRow, &[acc, i, s, y], x.ty.clone()));
-            self.set_acc(&x, v);
-            return Ok(());
+        if let Some((x, steps)) = self.path_of(a) {
+            return self.add_path(out, &x, &steps, Leaf::Axpy(s, y));
         }
         let acc = self.acc(out, a)?;
         let v = self.emit(out, "d", call(Builtin::AccAxpy, &[acc, s, y], a.ty.clone()));
@@ -1899,14 +2085,13 @@ impl Ad<'_, '_> {
     /// The nested accumulator `a` plus `b`, row by row in place:
     /// `(iterate' (len b) (λs. (s.0 + 1, accRow' s.1 s.0 1.0 b.[s.0])) (0, a)).1` (`accAdd'` of
     /// each element for an array of tuples).
-    fn add_rows(&mut self, out: &mut Vec<Bind>, a: E, b: &E) -> E {
+    fn add_rows(&mut self, out: &mut Vec<Bind>, a: E, b: &E) -> R<E> {
         self.add_rows_scaled(out, a, real(1.0), b)
     }
 
-    /// The nested accumulator `a` plus `s·b` (`accRow' a i s b.[i]` for each row; for an array
-    /// of tuples `s` must be 1.0).
-    fn add_rows_scaled(&mut self, out: &mut Vec<Bind>, a: E, s: E, b: &E) -> E {
-        let scale = s;
+    /// The accumulator `a` plus `s·b` (`accRow' a i s b.[i]` for each row of an `Array (Array
+    /// Real)`; for any other type `s` must be 1.0).
+    fn add_rows_scaled(&mut self, out: &mut Vec<Bind>, a: E, scale: E, b: &E) -> R<E> {
         let ty = a.ty.clone();
         let n = self.emit(out, "n", call(Builtin::Len, std::slice::from_ref(b), Type::Int));
         let sty = Type::tuple(vec![Type::Int, ty.clone()]);
@@ -1917,15 +2102,20 @@ impl Ad<'_, '_> {
         let acc = self.t.bind(&mut bo, "acc", proj(&s, 1));
         let row = self.t.bind(&mut bo, "row", index(b, &k));
         let acc2 = if is_nested(&ty) {
-            call(Builtin::AccRow, &[acc, k.clone(), scale, row], ty.clone())
+            self.t.bind(&mut bo, "acc", call(Builtin::AccRow, &[acc, k.clone(), scale, row], ty.clone()))
+        } else if is_tuple_array(&ty) {
+            self.t.bind(&mut bo, "acc", call(Builtin::AccAdd, &[acc, k.clone(), row], ty.clone()))
         } else {
-            call(Builtin::AccAdd, &[acc, k.clone(), row], ty.clone())
+            // Element k of b (read once: its accumulators move) added into element k of a.
+            match self.decompose(&mut bo, &row, true)? {
+                Some(g) => self.upd(&mut bo, &acc, &[Step::At(k.clone())], Leaf::Adj(g))?,
+                None => acc,
+            }
         };
-        let acc2 = self.t.bind(&mut bo, "acc", acc2);
         let k1 = self.t.bind(&mut bo, "k", bin(BinOp::Add, &k, &int(1), Type::Int));
         let step = lam(sid, &"s".into(), &sty, lets(bo, tuple(vec![k1, acc2])));
         let r = self.emit(out, "r", call(Builtin::RevIterate, &[n, step, tuple(vec![int(0), a])], sty));
-        self.emit(out, "d", proj(&r, 1))
+        Ok(self.emit(out, "d", proj(&r, 1)))
     }
 
     /// The reverse rule of one binding `z = rhs` whose adjoint is `g`.
@@ -1943,14 +2133,14 @@ impl Ad<'_, '_> {
                 if u.ty == Type::Real {
                     let d = self.emit(out, "d", rbin(BinOp::Mul, &c, &u));
                     self.add(out, &ve, Adj::R(d))?;
-                } else if one && root.is_some_and(|r| !self.adj.contains_key(&r) && !self.rows.contains_key(&r)) {
+                } else if one && root.is_some_and(|r| !self.adj.contains_key(&r) && !self.paths.contains_key(&r)) {
                     // The first adjoint of v, for the cotangent 1: the loop's accumulator itself.
                     self.add(out, &ve, Adj::A(u))?;
                 } else if is_nested(&u.ty) {
                     // A nested accumulator (never a row: `fused_forward` declines those): c·u
                     // added row by row into v's.
                     let acc = self.acc(out, &ve)?;
-                    let v = self.add_rows_scaled(out, acc, c.clone(), &u);
+                    let v = self.add_rows_scaled(out, acc, c.clone(), &u)?;
                     self.set_acc(&ve, v);
                 } else {
                     self.add_axpy(out, &ve, c.clone(), u)?;
@@ -2002,15 +2192,18 @@ impl Ad<'_, '_> {
             // `x.[i]`: the transpose of a read is an O(1) accumulation into x's adjoint buffer.
             ExprKind::Index(a, i) => match g {
                 Adj::R(g) => self.add_at(out, a, i, g),
-                // A row of a nested array whose adjoint was held apart: added into row i of a's.
-                Adj::A(g) if is_nested(&a.ty) => {
+                // A part of a deep array whose adjoint was held apart: added into element i of a's.
+                g @ (Adj::A(_) | Adj::T(_) | Adj::B(_)) if is_deep(&a.ty) => {
                     if !self.is_active(a) {
                         return Ok(());
                     }
-                    let acc = self.acc(out, a)?;
-                    let v = self.emit(out, "d", call(Builtin::AccRow, &[acc, i.clone(), real(1.0), g], a.ty.clone()));
-                    self.set_acc(a, v);
-                    Ok(())
+                    match self.path_of(a) {
+                        Some((x, mut steps)) => {
+                            steps.push(Step::At(i.clone()));
+                            self.add_path(out, &x, &steps, Leaf::Adj(g))
+                        }
+                        None => self.add_path(out, a, &[Step::At(i.clone())], Leaf::Adj(g)),
+                    }
                 }
                 // An element of an array of tuples: the tuple (zeros where absent) added in place.
                 Adj::T(cs) if is_tuple_array(&a.ty) => {
@@ -2097,7 +2290,7 @@ impl Ad<'_, '_> {
             B::Sum => {
                 let Adj::R(g) = g else { return self.err("`sum` of arrays") };
                 // A row of a nested array adds into its row of the nested accumulator.
-                if self.row_of(&args[0]).is_some() {
+                if self.path_of(&args[0]).is_some() {
                     return self.add_all(out, &args[0], g);
                 }
                 self.add(out, &args[0], Adj::B(g))
@@ -2192,6 +2385,45 @@ impl Ad<'_, '_> {
                 }
                 self.add(out, &args[0], Adj::A(gz))
             }
+            // accAt' A i f = A with element i replaced by f A.[i], where f is the transform's own
+            // λ: the element passes unchanged through its accumulator builtins, which add the
+            // captured adjoints to it. So A's adjoint is the result's (rule 5 on the identity
+            // part), and the captured values get the reverse of f's body seeded with element i
+            // of the result's adjoint (rules 5 and 15 on each builtin of the body).
+            B::AccAt => {
+                let gz = self.array_adj(out, g, &zv, "a gradient through `accAt'`")?;
+                let lamf = self.lam_of(&args[2])?;
+                if mentions_loop(&lamf) {
+                    return self.err("a gradient through `accAt'` of a loop");
+                }
+                let (ps, bb, res) = self.fresh_lam(&lamf, 1)?;
+                let Type::Array(et) = &args[0].ty else { return self.err("`accAt'` of a non-array (internal)") };
+                let et = (**et).clone();
+                // The element: frozen, so that nothing flows back through it (its adjoint is gz.[i],
+                // which stays in gz).
+                let id = self.t.fresh();
+                let mut binds = vec![Bind { id, name: "u".into(), ty: et.clone(), rhs: index(&args[0], &args[1]) }];
+                self.frozen.insert(id);
+                self.bind_pat(&mut binds, &ps[0], var(id, &"u".into(), &et))?;
+                binds.extend(bb);
+                // The body's primal is not emitted (it would update the accumulator again); its
+                // reverse reads only adjoints and values from outside the body, checked below.
+                let mut primal = Vec::new();
+                self.forward(&mut primal, &binds, &res)?;
+                let gi = self.emit(out, "d", index(&gz, &args[1]));
+                let seed = self.decompose(out, &gi, true)?;
+                let start = out.len();
+                self.seed_and_reverse(out, &binds, &res, seed)?;
+                let made: FxHashSet<LocalId> = primal.iter().map(|b| b.id).collect();
+                for b in &out[start..] {
+                    let mut fv = FxHashSet::default();
+                    free_locals(&b.rhs, &mut fv);
+                    if fv.iter().any(|v| made.contains(v)) {
+                        return self.err("a gradient through `accAt'` whose reverse reads its body");
+                    }
+                }
+                self.add(out, &args[0], Adj::A(gz))
+            }
             B::Fold | B::Iterate | B::RevIterate | B::While => self.rev_fold(out, z, g),
             _ => self.err(format!("a gradient through `{}`", b.name())),
         }
@@ -2257,8 +2489,8 @@ impl Ad<'_, '_> {
                             work.push(l.clone());
                         }
                     }
-                    // A row's adjoint lives in its nested array's: that one is carried.
-                    Some(_) => match self.rows.get(&id) {
+                    // A part's adjoint lives in its deep root's: that one is carried.
+                    Some(_) => match self.paths.get(&id) {
                         Some((x, _)) => work.push(x.clone()),
                         None => out.push(id),
                     },
@@ -2578,7 +2810,7 @@ impl Ad<'_, '_> {
         let carried = self.captures(&refs);
         let plain =
             |t: &Type| *t == Type::Real || *t == Type::array(Type::Real) || *t == Type::array(Type::array(Type::Real));
-        if carried.iter().any(|c| !plain(&self.tys[c].1) || self.rows.contains_key(c)) {
+        if carried.iter().any(|c| !plain(&self.tys[c].1) || self.paths.contains_key(c)) {
             return Ok(false);
         }
         // What the producer checks before it calls f, checked first: `build`'s length, the
@@ -2629,7 +2861,7 @@ impl Ad<'_, '_> {
         let Ok(lamf) = self.lam_of(&f) else { return Ok(false) };
         let carried = self.captures(&[&lamf, &xs]);
         let plain = |t: &Type| *t == Type::Real || *t == Type::array(Type::Real);
-        if carried.iter().any(|c| !plain(&self.tys[c].1) || self.rows.contains_key(c)) {
+        if carried.iter().any(|c| !plain(&self.tys[c].1) || self.paths.contains_key(c)) {
             return Ok(false);
         }
         let (ps, bb, res) = self.fresh_lam(&lamf, 2)?;
@@ -3187,12 +3419,37 @@ fn allocates(e: &E) -> bool {
             return;
         }
         match &e.kind {
+            // `accAt' A i (λu. b)`: the λ is applied in place (inlined), only its body counts.
+            ExprKind::App(h, f)
+                if matches!(&f.kind, ExprKind::Lam(..))
+                    && matches!(&anf::anormal::spine(h).0.kind, ExprKind::Var(_, VarRef::Builtin(Builtin::AccAt))) =>
+            {
+                go(h, found);
+                if let ExprKind::Lam(_, b) = &f.kind {
+                    go(b, found);
+                }
+            }
             ExprKind::Lam(..) | ExprKind::Array(_) | ExprKind::Bag(_) | ExprKind::Map(_) => *found = true,
             ExprKind::Var(_, VarRef::Builtin(b)) => *found = builtin_allocates(*b),
             _ => frontend::lin::for_each_child(e, &mut |c| go(c, found)),
         }
     }
     go(inner, &mut found);
+    found
+}
+
+/// Does `e` use a loop builtin?
+fn mentions_loop(e: &E) -> bool {
+    use Builtin as B;
+    let here = matches!(
+        &e.kind,
+        ExprKind::Var(
+            _,
+            VarRef::Builtin(B::Build | B::Map | B::ZipWith | B::Fold | B::Iterate | B::RevIterate | B::While)
+        )
+    );
+    let mut found = here;
+    frontend::lin::for_each_child(e, &mut |c| found = found || mentions_loop(c));
     found
 }
 
@@ -3213,6 +3470,7 @@ fn builtin_allocates(b: Builtin) -> bool {
             | B::AccAdd2
             | B::AccRow
             | B::AccRowAll
+            | B::AccAt
     );
     !(rules::is_real_prim(Prim::Builtin(b)) || scalar_or_in_place)
 }

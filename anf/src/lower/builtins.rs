@@ -363,6 +363,28 @@ impl Lowerer<'_> {
                 }
                 LVal::Word(a)
             }
+            B::AccAt => {
+                // `accAt' A i f` (adjoint::reverse): A is uniquely owned and `f` updates the
+                // accumulators element i holds in place and returns them, so the element is
+                // loaded, `f` applied (a known λ: inlined by `anf::opt`), and only its non-pointer
+                // words stored back — the arrays it holds are the ones it held, and no pointer is
+                // written into an older array (the in-place rule of ARCHITECTURE.md, "Memory model").
+                let (a, i) = (w(0)?, w(1)?);
+                let n = self.b().array_len(a);
+                let sv = self.site_value(site);
+                self.b().bounds_check(i, n, sv);
+                let et = elem(&arg_type(ty, 0)?)?;
+                let addr = self.b().elem_addr(a, i, stride(&et));
+                let x = self.load_value(&et, addr, 0)?;
+                let r = self.apply(args[2].clone(), vec![(x, site)])?;
+                let words = self.materialize(&r)?;
+                for (j, (wt, x)) in flat(&et).into_iter().zip(words).enumerate() {
+                    if wt != ir::Type::Ptr {
+                        self.b().store(x, addr, 8 * j as i32);
+                    }
+                }
+                LVal::Word(a)
+            }
             B::AccAddAll | B::AccAxpy => {
                 let a = w(0)?;
                 let s = w(1)?;

@@ -95,7 +95,7 @@ fn real1(args: &[Value], span: Span, f: fn(f64) -> f64) -> EvalResult {
 }
 
 /// Calls a saturated builtin; `ty` is its monomorphic type.
-pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span) -> EvalResult {
+pub fn call(it: &mut Interp, b: Builtin, ty: &Type, mut args: Vec<Value>, span: Span) -> EvalResult {
     use Builtin as B;
     Ok(match b {
         B::Sin => return real1(&args, span, f64::sin),
@@ -334,6 +334,24 @@ pub fn call(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: Span
         | B::AccAdd2
         | B::AccRow
         | B::AccRowAll => return reverse_internal(b, args, span),
+        B::AccAt => {
+            // `accAt' A i f`: element i replaced by `f A.[i]`. The element is taken out of its
+            // slot (and the array out of its argument) so that the accumulators `f` updates are
+            // uniquely held and updated in place; either way the result is the functional update.
+            let i = int(&args[1], span)?;
+            let f = args[2].clone();
+            let mut a = match &mut args[0] {
+                Value::Array(a) => std::mem::replace(a, Rc::new(Vec::new())),
+                v => return Err(Diagnostic::error(span, format!("internal: expected an array, found {v}"))),
+            };
+            let v = Rc::make_mut(&mut a);
+            if i < 0 || i as usize >= v.len() {
+                return Err(Diagnostic::error(span, format!("index {i} out of bounds for length {}", v.len())));
+            }
+            let x = std::mem::replace(&mut v[i as usize], Value::Unit);
+            v[i as usize] = it.apply(&f, x, span)?;
+            Value::Array(a)
+        }
         // A site reverse mode left to the interpreter (per-site fallback, `crate::sites`).
         B::Interp => {
             let interpreted =
