@@ -7,7 +7,8 @@
 //! bounds checks that loop guards prove cannot fail (`bounds`), bag fusion (a fresh bag added once into
 //! another is never built: `bags`), singleton-map fusion (a one-key map made only to be added
 //! into another is never built: `maps`), unsorted iteration of bags in folds that cannot observe the
-//! order (`order`), then removal of functions nothing calls.
+//! order (`order`), element addresses carried by the loops that step through them (`strength`),
+//! then removal of functions nothing calls.
 //!
 //! Cranelift does not inline, so without this pass every λ applied in a loop costs a call per
 //! iteration, and closures built and applied in the same function still allocate their
@@ -31,6 +32,7 @@ mod order;
 mod returns;
 mod scopes;
 mod simplify;
+mod strength;
 
 #[cfg(test)]
 mod tests;
@@ -186,6 +188,20 @@ fn run<E>(
     for f in funcs {
         if scopes::drop_idle(module, f, &mut allocating) {
             check(module, "idle compaction scopes", f)?;
+            simplify::simplify_function(module, f, &facts);
+            check(module, "simplification", f)?;
+            // A loop without its scope may count an index in step with its counter now (the
+            // simplifier merges the two), which bounds the index by the loop's test.
+            if bounds::eliminate(&mut module.funcs[f]) {
+                check(module, "bounds-check elimination", f)?;
+                simplify::simplify_function(module, f, &facts);
+                check(module, "simplification", f)?;
+            }
+        }
+        // Last of all, once no pass will look at the loops again: element addresses carried by
+        // the loops that step through them.
+        if detached(module, f, strength::reduce) {
+            check(module, "strength reduction", f)?;
             simplify::simplify_function(module, f, &facts);
             check(module, "simplification", f)?;
         }

@@ -1,5 +1,6 @@
 //! Local clean-up of one function, repeated until nothing changes: unreachable blocks go, block
-//! parameters that always receive the same value are replaced by it (copy propagation), constant
+//! parameters that always receive the same value are replaced by it (copy propagation), and so are
+//! parameters that always equal an earlier one of their block (induction variables in step), constant
 //! operations and branches fold, loads from fresh records read the value stored there, a jump to
 //! a block with no other predecessor merges the two, empty forwarding blocks whose parameters
 //! nothing else reads are bypassed, and instructions whose results nobody uses and that cannot
@@ -374,6 +375,26 @@ impl<'a> Simplifier<'a> {
                     mask[n] = true;
                 }
             }
+            // Two parameters that are equal on entry and stay equal: induction variables counted
+            // in step (a reverse loop's counter and its index, both from 0 by 1). Proved by
+            // induction over the entries of `b`: if every incoming pair is equal assuming the two
+            // parameters were equal at the previous entry, they always are.
+            for j in 1..params.len() {
+                if mask[j] {
+                    continue;
+                }
+                let twin = (0..j).find(|&i| {
+                    !mask[i]
+                        && incoming.iter().all(|&(from, k)| {
+                            let (a, c) = (self.target_arg(from, k, i), self.target_arg(from, k, j));
+                            self.congruent(&edges, a, c, (params[i], params[j]), 3)
+                        })
+                });
+                if let Some(i) = twin {
+                    self.add_alias(params[j], params[i]);
+                    mask[j] = true;
+                }
+            }
             if mask.iter().any(|m| *m) {
                 drop.insert(b, mask);
             }
@@ -416,6 +437,39 @@ impl<'a> Simplifier<'a> {
                 self.func.values[*p].def = ValueDef::Param(b, n as u32);
             }
             self.func.blocks[b].params = kept;
+        }
+    }
+
+    /// Are `a` and `c` the same number, assuming the parameters `hyp.0` and `hyp.1` are: the
+    /// same value, the pair itself, the same constant or arithmetic on congruent operands
+    /// (arithmetic is deterministic, so equal operands give equal results), or two parameters of
+    /// one block (a join, such as the one after a loop's compaction check) that receive congruent
+    /// values on every edge; at most `depth` steps deep.
+    fn congruent(&self, edges: &Edges, a: Value, c: Value, hyp: (Value, Value), depth: u32) -> bool {
+        let (a, c) = (self.resolve(a), self.resolve(c));
+        if a == c || (a, c) == hyp || (c, a) == hyp {
+            return true;
+        }
+        if depth == 0 || self.func.values[a].ty != self.func.values[c].ty {
+            return false;
+        }
+        if let (ValueDef::Param(ja, m), ValueDef::Param(jc, n)) = (self.func.values[a].def, self.func.values[c].def) {
+            let join = edges.to(ja);
+            return ja == jc
+                && Some(ja) != self.func.entry()
+                && !join.is_empty()
+                && join.iter().all(|&(from, k)| {
+                    let (x, y) = (self.target_arg(from, k, m as usize), self.target_arg(from, k, n as usize));
+                    self.congruent(edges, x, y, hyp, depth - 1)
+                });
+        }
+        let sub = |x: Value, y: Value| self.congruent(edges, x, y, hyp, depth - 1);
+        match (def_op(self.func, a), def_op(self.func, c)) {
+            (Some(Op::Iconst(x)), Some(Op::Iconst(y))) => x == y,
+            (Some(Op::Fconst(x)), Some(Op::Fconst(y))) => x == y,
+            (Some(Op::Binary(o1, x1, y1)), Some(Op::Binary(o2, x2, y2))) => o1 == o2 && sub(*x1, *x2) && sub(*y1, *y2),
+            (Some(Op::Unary(o1, x1)), Some(Op::Unary(o2, x2))) => o1 == o2 && sub(*x1, *x2),
+            _ => false,
         }
     }
 
