@@ -326,6 +326,43 @@ b6:
 }
 ";
 
+/// A loop with a conditional inside: one arm may leave the loop (`return` once the sum passes
+/// 10^9), the other adds the loop-invariant `3.0 / toReal s`. The inner `brif` has both its
+/// targets in the loop, so it is emitted as written: the arm that stays is elaborated first.
+const INVARIANT_IN_A_BRANCH: &str = "\
+fn @scaled(i64, i64) -> f64 {
+b0(v0: i64, v1: i64):
+    v2 = fconst 0.0
+    v3 = iconst 0
+    jump b1(v3, v2)
+b1(v4: i64, v5: f64):
+    v6 = icmp lt v4, v0
+    brif v6, b2, b6
+b2:
+    v7 = iconst 100
+    v8 = icmp gt v4, v7
+    brif v8, b3, b4
+b3:
+    v9 = fconst 1000000000.0
+    v10 = fcmp gt v5, v9
+    brif v10, b7, b5(v5)
+b4:
+    v11 = itof v1
+    v12 = fconst 3.0
+    v13 = fdiv v12, v11
+    v14 = fadd v5, v13
+    jump b5(v14)
+b5(v15: f64):
+    v16 = iconst 1
+    v17 = iadd v4, v16
+    jump b1(v17, v15)
+b6:
+    return v5
+b7:
+    return v5
+}
+";
+
 /// The one division of `@scaled`'s machine code and the `[header, branch]` line ranges of its
 /// loops (backward branches), the last header first (blocks are laid out in reverse postorder,
 /// so an inner loop's header comes after its outer loop's).
@@ -353,7 +390,7 @@ fn division_and_loops(j: &mut Jit, text: &str) -> (usize, Vec<(usize, usize)>, S
 #[test]
 fn loop_invariant_code_stays_out_of_the_loop() {
     let mut j = jit();
-    for text in [INVARIANT, INVARIANT_EXIT_FIRST] {
+    for text in [INVARIANT, INVARIANT_EXIT_FIRST, INVARIANT_IN_A_BRANCH] {
         let (div, loops, listing) = division_and_loops(&mut j, text);
         assert!(!loops.is_empty(), "no loop in\n{listing}");
         assert!(loops.iter().all(|(h, b)| !(*h..=*b).contains(&div)), "the division is in a loop:\n{listing}");
