@@ -321,6 +321,11 @@ def main = (hot, grad (f true) 2.0, grad (f false) 2.0, grad (fun x -> sum (map 
         let ir = runtime::engine::ir_text(&mono, true).unwrap();
         assert_eq!(ir.matches("call $nabla_interp(").count(), 2, "{ir}");
         assert_eq!(ir.matches("; interpreted site").count(), 2, "{ir}");
+        // The run-time table of the sites says how many it holds, and gives the same note.
+        let t = adjoint::reverse::transform(&mono).unwrap().unwrap();
+        let sites = runtime::sites::Sites::new(t.interpreted.clone().expect("interpreted sites"));
+        assert_eq!(format!("{sites:?}"), "Sites(2)");
+        assert_eq!(sites.note(), note);
         // The gradient the transform compiles is listed with its two phases.
         assert!(ir.contains(": forward phase") && ir.contains(": reverse phase"), "{ir}");
     });
