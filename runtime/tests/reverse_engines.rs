@@ -363,6 +363,19 @@ def main =
     });
 }
 
+/// An interpreted site whose value is a tuple (the gradient of a function of a pair) gives its
+/// components back to compiled code word by word.
+#[test]
+fn interpreted_sites_give_back_tuples() {
+    let src = "def f (c : Bool) (p : Real * Real) = (p.1 * p.2) <+> (if c then replace 1.0 else gchange realGroup 2.0)
+def main = build 3 (fun i -> grad (f (i > 1)) (toReal i, 3.0))";
+    frontend::with_big_stack(|| {
+        let (v, note) = both(src);
+        assert_eq!(note.map(|n| n.lines().count()), Some(1));
+        assert_eq!(v.to_string(), "[(3.0, 0.0), (3.0, 1.0), (0.0, 0.0)]");
+    });
+}
+
 /// An error raised inside an interpreted site is the interpreter's, at its span, in both engines.
 #[test]
 fn errors_of_interpreted_sites_are_the_interpreters() {
