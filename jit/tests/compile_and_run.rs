@@ -268,16 +268,109 @@ b3:
 }
 ";
 
-/// A loop's exit test is emitted with its exit first, so Cranelift's loop-invariant code motion
-/// keeps the loop: the division is computed once, before the loop, not at every iteration.
-#[test]
-fn loop_invariant_code_stays_out_of_the_loop() {
-    let mut j = jit();
-    let m = parse(INVARIANT).unwrap();
+/// The same loop with its test the other way round (`brif i >= n, exit, body`): its body is
+/// already the false target, so it is emitted as written.
+const INVARIANT_EXIT_FIRST: &str = "\
+fn @scaled(i64, i64) -> f64 {
+b0(v0: i64, v1: i64):
+    v2 = itof v1
+    v3 = fconst 3.0
+    v4 = fdiv v3, v2
+    v5 = fconst 0.0
+    v6 = iconst 0
+    jump b1(v6, v5)
+b1(v7: i64, v8: f64):
+    v9 = icmp ge v7, v0
+    brif v9, b3, b2
+b2:
+    v10 = fadd v8, v4
+    v11 = iconst 1
+    v12 = iadd v7, v11
+    jump b1(v12, v10)
+b3:
+    return v8
+}
+";
+
+/// Two nested loops: `3.0 / toReal (j + 1)` depends on the outer counter only, so it belongs in
+/// the outer loop and out of the inner one, whose exit is the outer loop's latch.
+const INVARIANT_NESTED: &str = "\
+fn @scaled(i64, i64) -> f64 {
+b0(v0: i64, v1: i64):
+    v2 = fconst 0.0
+    v3 = iconst 0
+    jump b1(v3, v2)
+b1(v4: i64, v5: f64):
+    v6 = icmp lt v4, v0
+    brif v6, b2, b6
+b2:
+    v7 = iconst 1
+    v8 = iadd v4, v7
+    v9 = iconst 0
+    jump b3(v9, v5)
+b3(v10: i64, v11: f64):
+    v12 = icmp lt v10, v1
+    brif v12, b4, b5
+b4:
+    v13 = itof v8
+    v14 = fconst 3.0
+    v15 = fdiv v14, v13
+    v16 = fadd v11, v15
+    v17 = iconst 1
+    v18 = iadd v10, v17
+    jump b3(v18, v16)
+b5:
+    jump b1(v8, v11)
+b6:
+    return v5
+}
+";
+
+/// A loop with a conditional inside: one arm may leave the loop (`return` once the sum passes
+/// 10^9), the other adds the loop-invariant `3.0 / toReal s`. The inner `brif` has both its
+/// targets in the loop, so it is emitted as written: the arm that stays is elaborated first.
+const INVARIANT_IN_A_BRANCH: &str = "\
+fn @scaled(i64, i64) -> f64 {
+b0(v0: i64, v1: i64):
+    v2 = fconst 0.0
+    v3 = iconst 0
+    jump b1(v3, v2)
+b1(v4: i64, v5: f64):
+    v6 = icmp lt v4, v0
+    brif v6, b2, b6
+b2:
+    v7 = iconst 100
+    v8 = icmp gt v4, v7
+    brif v8, b3, b4
+b3:
+    v9 = fconst 1000000000.0
+    v10 = fcmp gt v5, v9
+    brif v10, b7, b5(v5)
+b4:
+    v11 = itof v1
+    v12 = fconst 3.0
+    v13 = fdiv v12, v11
+    v14 = fadd v5, v13
+    jump b5(v14)
+b5(v15: f64):
+    v16 = iconst 1
+    v17 = iadd v4, v16
+    jump b1(v17, v15)
+b6:
+    return v5
+b7:
+    return v5
+}
+";
+
+/// The one division of `@scaled`'s machine code and the `[header, branch]` line ranges of its
+/// loops (backward branches), the last header first (blocks are laid out in reverse postorder,
+/// so an inner loop's header comes after its outer loop's).
+fn division_and_loops(j: &mut Jit, text: &str) -> (usize, Vec<(usize, usize)>, String) {
+    let m = parse(text).unwrap();
     let listing = j.disassemble(&m, m.func_by_name("scaled").unwrap()).unwrap();
     let lines: Vec<&str> = listing.lines().map(str::trim).collect();
     let label_at = |k: &str| lines.iter().position(|l| *l == format!("block{k}:"));
-    // Backward branches: `[header, branch]` line ranges of the loops.
     let mut loops = Vec::new();
     for (at, l) in lines.iter().enumerate() {
         for target in l.split_whitespace().filter_map(|w| w.strip_prefix("label")) {
@@ -286,14 +379,43 @@ fn loop_invariant_code_stays_out_of_the_loop() {
             }
         }
     }
-    assert!(!loops.is_empty(), "no loop in\n{listing}");
+    loops.sort_by_key(|(h, _)| std::cmp::Reverse(*h));
     let divs: Vec<usize> = (0..lines.len()).filter(|i| lines[*i].contains("divsd")).collect();
     assert_eq!(divs.len(), 1, "{listing}");
-    assert!(loops.iter().all(|(h, b)| !(*h..=*b).contains(&divs[0])), "the division is in a loop:\n{listing}");
-    let (m, c) = compile(&mut j, INVARIANT);
+    (divs[0], loops, listing)
+}
+
+/// A loop's exit test is emitted with its exit first, so Cranelift's loop-invariant code motion
+/// keeps the loop: the division is computed once, before the loop, not at every iteration.
+#[test]
+fn loop_invariant_code_stays_out_of_the_loop() {
+    let mut j = jit();
+    for text in [INVARIANT, INVARIANT_EXIT_FIRST, INVARIANT_IN_A_BRANCH] {
+        let (div, loops, listing) = division_and_loops(&mut j, text);
+        assert!(!loops.is_empty(), "no loop in\n{listing}");
+        assert!(loops.iter().all(|(h, b)| !(*h..=*b).contains(&div)), "the division is in a loop:\n{listing}");
+        let (m, c) = compile(&mut j, text);
+        let mut ctx = TestCtx::new(1 << 20);
+        let r = call(&m, &c, &mut ctx, "scaled", &[Word::from_i64(4), Word::from_i64(2)]).unwrap()[0];
+        assert_eq!(r.as_f64(), 6.0);
+    }
+}
+
+/// In nested loops the inner loop's exit test (whose exit is the outer loop's latch) is a loop
+/// exit too: what the inner loop does not change is computed once per outer iteration.
+#[test]
+fn loop_invariant_code_leaves_the_inner_of_nested_loops() {
+    let mut j = jit();
+    let (div, loops, listing) = division_and_loops(&mut j, INVARIANT_NESTED);
+    assert!(loops.len() >= 2, "two loops in\n{listing}");
+    let (h, b) = loops[0];
+    assert!(!(h..=b).contains(&div), "the division is in the inner loop:\n{listing}");
+    assert!(loops[1..].iter().any(|(h, b)| (*h..=*b).contains(&div)), "the division is in the outer loop:\n{listing}");
+    let (m, c) = compile(&mut j, INVARIANT_NESTED);
     let mut ctx = TestCtx::new(1 << 20);
-    let r = call(&m, &c, &mut ctx, "scaled", &[Word::from_i64(4), Word::from_i64(2)]).unwrap()[0];
-    assert_eq!(r.as_f64(), 6.0);
+    // sum over j < 3 of 2 · 3 / (j + 1) = 6 + 3 + 2
+    let r = call(&m, &c, &mut ctx, "scaled", &[Word::from_i64(3), Word::from_i64(2)]).unwrap()[0];
+    assert_eq!(r.as_f64(), 11.0);
 }
 
 #[test]

@@ -415,6 +415,11 @@ def main = (hot, grad (f true) 2.0, grad (f false) 2.0, grad (fun x -> sum (map 
         let ir = runtime::engine::ir_text(&mono, true).unwrap();
         assert_eq!(ir.matches("call $nabla_interp(").count(), 2, "{ir}");
         assert_eq!(ir.matches("; interpreted site").count(), 2, "{ir}");
+        // The run-time table of the sites says how many it holds, and gives the same note.
+        let t = adjoint::reverse::transform(&mono).unwrap().unwrap();
+        let sites = runtime::sites::Sites::new(t.interpreted.clone().expect("interpreted sites"));
+        assert_eq!(format!("{sites:?}"), "Sites(2)");
+        assert_eq!(sites.note(), note);
         // The gradient the transform compiles is listed with its two phases.
         assert!(ir.contains(": forward phase") && ir.contains(": reverse phase"), "{ir}");
     });
@@ -449,6 +454,19 @@ def main =
         let t = adjoint::reverse::transform(&mono).unwrap().unwrap();
         assert!(t.interpreted.is_some());
         assert_eq!(runtime::interp::run(&t).unwrap().to_string(), v.to_string());
+    });
+}
+
+/// An interpreted site whose value is a tuple (the gradient of a function of a pair) gives its
+/// components back to compiled code word by word.
+#[test]
+fn interpreted_sites_give_back_tuples() {
+    let src = "def f (c : Bool) (p : Real * Real) = (p.1 * p.2) <+> (if c then replace 1.0 else gchange realGroup 2.0)
+def main = build 3 (fun i -> grad (f (i > 1)) (toReal i, 3.0))";
+    frontend::with_big_stack(|| {
+        let (v, note) = both(src);
+        assert_eq!(note.map(|n| n.lines().count()), Some(1));
+        assert_eq!(v.to_string(), "[(3.0, 0.0), (3.0, 1.0), (0.0, 0.0)]");
     });
 }
 

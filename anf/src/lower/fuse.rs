@@ -231,18 +231,15 @@ impl Lowerer<'_> {
         }
     }
 
-    /// [`Self::clo_infallible`] of the atom `f`: a builtin, a variable in scope, or a variable bound
-    /// (to a term) between a producer and its consumer.
+    /// [`Self::clo_infallible`] of the atom `f`: a local in scope, or one bound (to a term) between
+    /// a producer and its consumer. (Lowering A-normalises first, and A-normal form binds every
+    /// builtin or definition named as an argument to a local, so an argument is never one.)
     fn atom_infallible(&self, f: &E, k: usize, between: &[(u32, &E)]) -> bool {
         match &f.kind {
-            ExprKind::Var(_, VarRef::Builtin(_)) => fn_infallible(f, k),
             ExprKind::Var(_, VarRef::Local(id)) => match self.env.get(&VarKey::Local(id.0)) {
                 Some(v) => self.clo_infallible(v, k),
                 None => between.iter().find(|(x, _)| *x == id.0).is_some_and(|(_, t)| fn_infallible(t, k)),
             },
-            ExprKind::Var(_, VarRef::Global(d)) => {
-                self.env.get(&VarKey::Global(d.0)).is_some_and(|v| self.clo_infallible(v, k))
-            }
             _ => false,
         }
     }

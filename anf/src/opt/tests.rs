@@ -613,6 +613,55 @@ b3(v7: i64):
     assert_eq!(out.matches("\nb").count(), 1, "one block is left:\n{out}");
 }
 
+/// A function returning different tags on two paths has no constant result: the caller's
+/// `switch` on it keeps both cases (each big tag function, called once, is then inlined).
+#[test]
+fn results_differing_between_returns_are_not_constant() {
+    let mut body = String::new();
+    for i in 0..60 {
+        body.push_str(&format!("    v{} = iadd v{}, v1\n", i + 3, i + 2));
+    }
+    let big = |name: &str, op: &str| {
+        format!("fn @{name}(ptr, i64) -> i64 {{\nb0(v0: ptr, v1: i64):\n    v2 = load.i64 v0+0\n{}    v63 = {op} v62, v2\n    return v63\n}}\n", body)
+    };
+    let text = format!(
+        "tag t0 = @big_a env(i64)\ntag t1 = @big_b env(i64)\n
+fn @main(i64, bool) -> i64 {{
+b0(v0: i64, v1: bool):
+    v2, v3 = call @either(v1, v0)
+    switch v2, [t0: b1, t1: b2]
+b1:
+    v4 = call @big_a(v3, v0)
+    jump b3(v4)
+b2:
+    v5 = call @big_b(v3, v0)
+    jump b3(v5)
+b3(v6: i64):
+    return v6
+}}
+
+fn @either(bool, i64) -> (i64, ptr) {{
+b0(v0: bool, v1: i64):
+    v2 = alloc 8
+    store v1, v2+0
+    brif v0, b1, b2
+b1:
+    v3 = tag t0
+    return v3, v2
+b2:
+    v4 = tag t1
+    return v4, v2
+}}
+
+{}
+{}",
+        big("big_a", "isub"),
+        big("big_b", "imul"),
+    );
+    let out = opt(&text);
+    assert_eq!((count(&out, "main", "isub"), count(&out, "main", "imul")), (1, 1), "both cases stay:\n{out}");
+}
+
 /// Big functions with one call site are inlined; big functions called twice are not.
 /// Two closures of one type, each made by a call of a function returning it (lowering's
 /// application of a curried λ) and applied through a `switch` over both tags: every constant
@@ -1294,6 +1343,106 @@ b0(v0: i64):
     assert!(out.contains("iconst 3") && !out.contains("iconst 4"), "{out}");
     assert!(out.contains("trap zipwith_lengths"), "{out}");
     assert!(!out.contains("@expensive"), "{out}");
+}
+
+/// `guards::fold` alone, one pass, on `@main`: whether it decided anything, and the function.
+fn fold_guards(text: &str) -> (bool, String) {
+    let mut m = parse(text).unwrap_or_else(|e| panic!("{e:?}"));
+    verify(&m).unwrap_or_else(|e| panic!("input does not verify: {e:?}"));
+    let main = m.func_by_name("main").unwrap();
+    let changed = super::guards::fold(&mut m.funcs[main]);
+    verify(&m).unwrap_or_else(|e| panic!("output does not verify: {e:?}"));
+    (changed, print(&m))
+}
+
+/// Every form of a decided condition, in one pass: the comparison recomputed from fresh
+/// constants and lengths, its negation, its mirror image and their combination; `not` of a
+/// decided value; conditions over integer arithmetic (`len - 1`) and over boolean arithmetic
+/// with constants; a branch on a `not` (which decides its operand too); facts reaching a block
+/// through its dominators, not only the block the branch targets.
+#[test]
+fn decided_conditions_cover_every_form() {
+    let text = "\
+fn @main(ptr, bool, i64) -> i64 {
+b0(v0: ptr, v1: bool, v2: i64):
+    v3 = arraylen v0
+    v4 = iconst 10
+    v5 = icmp gt v3, v4
+    brif v5, b1, b2
+b1:
+    return v3
+b2:
+    v6 = arraylen v0
+    v7 = iconst 10
+    v8 = icmp gt v6, v7
+    v9 = icmp le v6, v7
+    v10 = icmp lt v7, v6
+    v11 = icmp ge v7, v6
+    v12 = not v8
+    v13 = iconst 1
+    v14 = isub v6, v13
+    v15 = iconst 5
+    v16 = icmp lt v14, v15
+    brif v16, b3, b4
+b3:
+    jump b5
+b5:
+    v17 = arraylen v0
+    v18 = iconst 1
+    v19 = isub v17, v18
+    v20 = iconst 5
+    v21 = icmp lt v19, v20
+    v22 = bconst true
+    v23 = and v1, v22
+    brif v23, b6, b7
+b6:
+    v24 = bconst true
+    v25 = and v1, v24
+    v26 = not v25
+    return v2
+b7:
+    return v2
+b4:
+    v30 = not v1
+    brif v30, b8, b9
+b8:
+    v31 = not v1
+    v32 = not v31
+    return v2
+b9:
+    return v2
+}
+";
+    let (changed, out) = fold_guards(text);
+    assert!(changed, "{out}");
+    let decided: Vec<&str> = out.lines().map(str::trim).filter(|l| l.contains("= bconst")).collect();
+    let want = [
+        "v8 = bconst false",
+        "v9 = bconst true",
+        "v10 = bconst false",
+        "v11 = bconst true",
+        "v12 = bconst true",
+        "v21 = bconst true",
+        "v22 = bconst true",
+        "v24 = bconst true",
+        "v26 = bconst false",
+        "v31 = bconst true",
+        "v32 = bconst false",
+    ];
+    assert_eq!(decided, want, "{out}");
+}
+
+/// A pass that decides nothing says so (and changes nothing), branches or not.
+#[test]
+fn guards_that_decide_nothing_report_no_change() {
+    for text in [
+        "fn @main(i64) -> i64 {\nb0(v0: i64):\n    return v0\n}\n",
+        "fn @main(i64) -> i64 {\nb0(v0: i64):\n    v1 = iconst 3\n    v2 = icmp lt v0, v1\n    brif v2, b1, b2\nb1:\n    return v0\nb2:\n    v3 = icmp lt v1, v0\n    return v1\n}\n",
+    ] {
+        let (changed, out) = fold_guards(text);
+        assert!(!changed, "{out}");
+        assert_eq!(out, print(&parse(text).unwrap()));
+    }
 }
 
 /// A condition is known only where the edge that decided it dominates: after a join it is not.

@@ -703,3 +703,50 @@ fn words_hash_every_word() {
         }
     }
 }
+
+/// Bags and maps of one-word keys keep their first four entries inline and make a hash table
+/// only for a fifth: without a table a collection's `capacity` is its entries (they are their own
+/// room), so a call context keeps a small emptied collection whatever it held (`capacity`
+/// decides which emptied collections it keeps); with one, it is the table's room. Every way of
+/// adding an entry (insert and addition for bags; set, slot, keyed addition and addition for
+/// maps) fills the inline entries first.
+#[test]
+fn one_word_collections_make_a_table_only_past_four_entries() {
+    for n in 0..=5 {
+        let keys = || [-2i64, 5, 0, 9, -7].into_iter().take(n);
+        let (mut inserted, mut added, mut src) = (Bag::new(1), Bag::new(1), Bag::new(1));
+        let (mut set, mut slots, mut sums, mut summed, mut src_map) =
+            (Map::new(1, 1), Map::new(1, 1), Map::new(1, 1), Map::new(1, 1), Map::new(1, 1));
+        for k in keys() {
+            let k = [k as u64];
+            inserted.insert(&k, 3).unwrap();
+            src.insert(&k, -1).unwrap();
+            set.set(&k, &[7]).unwrap();
+            slots.slot(&k).unwrap().0[0] = 7;
+            sums.add_int(&k, 7).unwrap();
+            src_map.add_int(&k, 7).unwrap();
+        }
+        added.add_scaled(&src, -3).unwrap();
+        summed.add_ints(&src_map).unwrap();
+        assert_eq!(added, inserted, "{n} keys");
+        for (what, len, room) in [
+            ("inserted bag", inserted.len(), inserted.capacity()),
+            ("added bag", added.len(), added.capacity()),
+            ("set map", set.len(), set.capacity()),
+            ("map of slots", slots.len(), slots.capacity()),
+            ("map of keyed sums", sums.len(), sums.capacity()),
+            ("added map", summed.len(), summed.capacity()),
+        ] {
+            assert_eq!(len, n, "{what}: {n} keys");
+            if n <= 4 {
+                assert_eq!(room, len, "{what}: {n} entries are inline (no table)");
+            } else {
+                assert!(room > len, "{what}: a table with room beyond the five entries it was made for ({room})");
+            }
+        }
+        for m in [&set, &slots, &sums, &summed] {
+            assert_eq!(m.entries().count(), n);
+            assert!(keys().all(|k| m.get(&[k as u64]) == Some(&[7][..])), "{n} keys");
+        }
+    }
+}
