@@ -461,7 +461,7 @@ def main =
 /// components back to compiled code word by word.
 #[test]
 fn interpreted_sites_give_back_tuples() {
-    let src = "def f (c : Bool) (p : Real * Real) = (p.1 * p.2) <+> (if c then replace 1.0 else gchange realGroup 2.0)
+    let src = "def f (c : Bool) (p : Real * Real) = (fold (fun (h : Real -> Real) (k : Real) -> fun (y : Real) -> h (y * k)) (fun (y : Real) -> y) [if c then 0.0 else 1.0]) (p.1 * p.2)
 def main = build 3 (fun i -> grad (f (i > 1)) (toReal i, 3.0))";
     frontend::with_big_stack(|| {
         let (v, note) = both(src);

@@ -263,11 +263,13 @@ impl Lowerer<'_> {
                 // exception is the tape of a non-compacting `iterate'` (adjoint::reverse tapes a
                 // carry holding arrays only there): its iterations release nothing, and the value
                 // stored is the previous iteration's carry, older than any mark the body takes.
+                // The transform never emits such an `accAdd'` (deeper accumulators go through
+                // `accAt'`, which writes only an element's non-pointer words).
                 if super::compact::has_pointers(&et) && b == B::AccAdd {
-                    return Err(LowerError::unsupported(
-                        frontend::Span::SYNTHETIC,
-                        format!("an in-place `{}` of values holding pointers ({et})", b.name()),
-                    ));
+                    return Err(LowerError::internal(format!(
+                        "an in-place `{}` of values holding pointers ({et})",
+                        b.name()
+                    )));
                 }
                 let addr = self.b().elem_addr(a, i, stride(&et));
                 if b == B::AccAdd {
