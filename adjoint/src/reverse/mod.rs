@@ -1204,20 +1204,18 @@ impl<'m> Transform<'m> {
                 }
                 None => Ok(e.clone()),
             },
-            // `let g = if c then f₁ else f₂` with a condition that may fail: the condition is
-            // bound first (evaluated where it was), so the `if` chooses on an atom ([`Ad::known`]).
-            ExprKind::Let(p, rhs, body)
-                if is_fun(&p.ty) && matches!(&strip(rhs).kind, ExprKind::If(c, ..) if !total(c)) =>
-            {
-                let ExprKind::If(c, a, b) = &strip(rhs).kind else { unreachable!() };
-                let id = self.fresh();
-                let cv = var(id, &"c".into(), &Type::Bool);
-                let chosen = Expr::new(ExprKind::If(cv, a.clone(), b.clone()), rhs.span, rhs.ty.clone());
-                let inner = Expr::new(ExprKind::Let(p.clone(), chosen, body.clone()), e.span, e.ty.clone());
-                let pat = Rc::new(Pat { kind: PatKind::Var("c".into(), id), span: c.span, ty: Type::Bool, ann: None });
-                self.inline(&Expr::new(ExprKind::Let(pat, c.clone(), inner), e.span, e.ty.clone()), env)
-            }
             ExprKind::Let(p, rhs, body) => {
+                // `let g = if c then f₁ else f₂` with a condition that may fail: the condition is
+                // bound first (evaluated where it was), so the `if` chooses on an atom (`known`).
+                if let (true, Some((c, a, b))) = (is_fun(&p.ty), failing_choice(rhs)) {
+                    let id = self.fresh();
+                    let cv = var(id, &"c".into(), &Type::Bool);
+                    let chosen = Expr::new(ExprKind::If(cv, a.clone(), b.clone()), rhs.span, rhs.ty.clone());
+                    let inner = Expr::new(ExprKind::Let(p.clone(), chosen, body.clone()), e.span, e.ty.clone());
+                    let pat =
+                        Rc::new(Pat { kind: PatKind::Var("c".into(), id), span: c.span, ty: Type::Bool, ann: None });
+                    return self.inline(&Expr::new(ExprKind::Let(pat, c.clone(), inner), e.span, e.ty.clone()), env);
+                }
                 let rhs2 = self.inline(rhs, env)?;
                 // A tuple holding functions, bound whole or by a pattern: its components are
                 // resolved where they are applied (`p.k x`, `f x` for `let (f, c) = …`).
@@ -3703,6 +3701,14 @@ fn summed_producers(binds: &[Bind], res: &E) -> FxHashMap<LocalId, LocalId> {
         }
     }
     out
+}
+
+/// `if c then a else b` (as its parts) when its condition `c` may fail.
+fn failing_choice(e: &E) -> Option<(&E, &E, &E)> {
+    match &strip(e).kind {
+        ExprKind::If(c, a, b) if !total(c) => Some((c, a, b)),
+        _ => None,
+    }
 }
 
 /// A λ whose body cannot fail or loop (integer and Real arithmetic other than Int `/` and `%`,
