@@ -56,8 +56,13 @@
 //! A `Compiled` is not `Send`: it owns its machine code and must stay on the thread that made it.
 //!
 //! [`Arg::Value`] passes any data value (arrays of arrays, of tuples, of `Int`s) to a parameter of
-//! that type. [`Function`] takes whole values per parameter and runs on whichever engine handles
-//! the definition: the JIT through `Compiled`, or the interpreter for constructs not compiled yet.
+//! that type. [`Function`] takes whole values per parameter.
+//!
+//! A differentiation site the compiler does not handle yet falls back alone, as under `nabla run`:
+//! compiled code calls the reference interpreter for that site (on the caller's thread) and runs
+//! the rest natively; [`Compiled::note`] names such sites.
+
+use std::rc::Rc;
 
 use anf::ir;
 use anf::lower::{self, LowerOptions};
@@ -107,6 +112,8 @@ enum Leaf {
 /// A definition compiled once, callable many times.
 pub struct Compiled {
     name: String,
+    /// The sites left to the interpreter, one line each (`None`: all native code).
+    note: Option<String>,
     machine: Machine,
     /// Holds what `main` computed: the definitions' values, the closure's environment.
     _globals: Box<CallCtx>,
@@ -138,27 +145,30 @@ struct Prepared {
     leaves: Vec<Leaf>,
     result: Layout,
     span: Span,
+    /// Whether the program has sites left to the interpreter.
+    interpreted: bool,
 }
 
 impl Compiled {
     /// Compiles definition `name` of program `src`, a function of data parameters (`Real`,
     /// `Int`, `Bool`, `Array Real` and tuples of them, curried or not) returning data.
     pub fn new(src: &str, name: &str) -> Result<Compiled, Diagnostic> {
-        Compiled::with(src, name, prepare)
+        Compiled::with(src, name, false)
     }
 
-    fn with(
-        src: &str,
-        name: &str,
-        prep: fn(&str, &str) -> Result<Prepared, Diagnostic>,
-    ) -> Result<Compiled, Diagnostic> {
-        let (src, name) = (src.to_string(), name.to_string());
+    fn with(src: &str, name: &str, gradient: bool) -> Result<Compiled, Diagnostic> {
+        let prep = if gradient { prepare_gradient } else { prepare };
         let p = {
-            let name = name.clone();
+            let (src, name) = (src.to_string(), name.to_string());
             frontend::with_big_stack(move || prep(&src, &name))?
         };
-        let machine = Machine::from_parts(&p.module, p.main, Some(p.apply), p.sites, p.root, p.span, STACK_BUDGET)
+        let mut machine = Machine::from_parts(&p.module, p.main, Some(p.apply), p.sites, p.root, p.span, STACK_BUDGET)
             .map_err(|e| Diagnostic::error(p.span, e))?;
+        // Per-site fallback: the sites' terms are made again here (they cannot cross threads).
+        if p.interpreted {
+            machine.set_interpreted(interpreted_sites(src, name, gradient)?);
+        }
+        let note = machine.interpreted_note().map(|n| crate::engine::note_with_lines(&n, src));
         let mut globals = CallCtx::new(DEFAULT_ARENA_LIMIT);
         let closure = match machine.main_words(&mut globals)?.as_slice() {
             [tag, env] => [*tag, *env],
@@ -168,7 +178,8 @@ impl Compiled {
         let n_args = 2 + p.leaves.len();
         let n_rets = p.result.words();
         Ok(Compiled {
-            name: name.clone(),
+            name: name.to_string(),
+            note,
             machine,
             _globals: globals,
             closure,
@@ -182,6 +193,13 @@ impl Compiled {
             bound: false,
             has_result: false,
         })
+    }
+
+    /// The sites of the definition left to the reference interpreter (per-site fallback), one
+    /// line each with its `line:column`, as `nabla run` notes them; `None` when all of it is
+    /// native code.
+    pub fn note(&self) -> Option<&str> {
+        self.note.as_deref()
     }
 
     /// Calls the definition; the result as a [`Value`] (printable as `nabla run` prints).
@@ -372,13 +390,18 @@ pub struct Gradient {
 impl Gradient {
     /// Compiles the gradient of definition `name` of `src` (one parameter, result `Real`).
     pub fn new(src: &str, name: &str) -> Result<Gradient, Diagnostic> {
-        let inner = Compiled::with(src, name, prepare_gradient)?;
+        let inner = Compiled::with(src, name, true)?;
         if inner.leaves.iter().any(|l| matches!(l, Leaf::Data(_))) {
             return Err(inner.usage(
                 "the gradient handle takes Real, Int, Bool, Array Real and tuples of them (use `Function` for other data)",
             ));
         }
         Ok(Gradient { inner })
+    }
+
+    /// The sites left to the interpreter (per-site fallback), as [`Compiled::note`].
+    pub fn note(&self) -> Option<&str> {
+        self.inner.note()
     }
 
     /// How many `f64`s the gradient takes for these arguments.
@@ -433,41 +456,44 @@ impl Gradient {
 
 /// Front end, monomorphisation and lowering, on a thread with a big stack.
 fn prepare(src: &str, name: &str) -> Result<Prepared, Diagnostic> {
-    let program = frontend::check_source(src)?;
-    let id = crate::find_def(&program, name)?;
-    let def_span = program.def(id).span;
-    let mono = anf::mono::monomorphise(&program, id)?;
-    // Differentiation sites become ordinary terms (adjoint::reverse).
-    let mono = match adjoint::reverse::transform(&mono) {
-        Ok(Some(t)) => t,
-        Ok(None) => mono,
-        Err(nc) => return Err(Diagnostic::error(nc.span, format!("{} is not compiled yet", nc.what))),
-    };
+    let (mono, def_span) = transformed(src, name, false)?;
     prepare_mono(&mono, name, def_span)
-}
-
-/// The API compiles a definition whole: a site left to the interpreter (per-site fallback, which
-/// `nabla run` does) is an error here, and [`Function`] runs such a definition on the interpreter.
-fn all_compiled(mono: &anf::mono::MonoProgram) -> Result<(), Diagnostic> {
-    match mono.interpreted.as_ref().and_then(|i| i.sites.first()) {
-        Some(s) => Err(Diagnostic::error(s.span, format!("{} is not compiled yet", s.what))),
-        None => Ok(()),
-    }
 }
 
 /// [`prepare`] for the value-and-gradient definition of `name` (`adjoint::reverse::value_and_gradient`).
 fn prepare_gradient(src: &str, name: &str) -> Result<Prepared, Diagnostic> {
+    let (mono, def_span) = transformed(src, name, true)?;
+    prepare_mono(&mono, name, def_span)
+}
+
+/// Definition `name` of `src` specialised and with its differentiation sites made ordinary terms
+/// (`adjoint::reverse`): sites the transform does not compile become `interp'` calls of
+/// `mono.interpreted`. With `gradient`, the value-and-gradient definition of `name`, which must
+/// compile whole. Deterministic: the same source gives the same sites, in the same order.
+fn transformed(src: &str, name: &str, gradient: bool) -> Result<(anf::mono::MonoProgram, Span), Diagnostic> {
     let program = frontend::check_source(src)?;
     let id = crate::find_def(&program, name)?;
     let def_span = program.def(id).span;
     let mono = anf::mono::monomorphise(&program, id)?;
-    let mono = adjoint::reverse::value_and_gradient(&mono, mono.root())
-        .map_err(|nc| Diagnostic::error(nc.span, format!("{} is not compiled yet", nc.what)))?;
-    prepare_mono(&mono, name, def_span)
+    let not_compiled =
+        |nc: adjoint::reverse::NotCompiled| Diagnostic::error(nc.span, format!("{} is not compiled yet", nc.what));
+    let mono = if gradient {
+        adjoint::reverse::value_and_gradient(&mono, mono.root()).map_err(not_compiled)?
+    } else {
+        adjoint::reverse::transform(&mono).map_err(not_compiled)?.unwrap_or(mono)
+    };
+    Ok((mono, def_span))
+}
+
+/// The interpreted sites of definition `name` of `src` (per-site fallback), made again on this
+/// thread: [`Prepared`] crosses threads, and the sites' terms cannot.
+fn interpreted_sites(src: &str, name: &str, gradient: bool) -> Result<Rc<anf::mono::Interpreted>, Diagnostic> {
+    let (mono, def_span) = transformed(src, name, gradient)?;
+    mono.interpreted.ok_or_else(|| Diagnostic::error(def_span, "internal: the interpreted sites were not made again"))
 }
 
 fn prepare_mono(mono: &anf::mono::MonoProgram, name: &str, def_span: Span) -> Result<Prepared, Diagnostic> {
-    all_compiled(mono)?;
+    let interpreted = mono.interpreted.as_ref().is_some_and(|i| !i.sites.is_empty());
     // ILC's `derive`, function changes and `nil` of functions become ordinary terms.
     let expanded = adjoint::incremental::expand(mono)?;
     let mono = &expanded;
@@ -501,6 +527,7 @@ fn prepare_mono(mono: &anf::mono::MonoProgram, name: &str, def_span: Span) -> Re
         leaves,
         result: Layout::of(&result),
         span,
+        interpreted,
     })
 }
 

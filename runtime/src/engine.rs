@@ -288,6 +288,12 @@ impl Machine {
         Ok(m)
     }
 
+    /// Sets the sites the interpreter evaluates for this code (those of the program it was
+    /// lowered from, when it was made from parts).
+    pub fn set_interpreted(&mut self, interpreted: Rc<anf::mono::Interpreted>) {
+        self.interpreted = Some(Rc::new(crate::sites::Sites::new(interpreted)));
+    }
+
     /// The note for the sites this code leaves to the interpreter (`None`: it leaves none).
     pub fn interpreted_note(&self) -> Option<String> {
         self.interpreted.as_ref().map(|s| s.note())

@@ -66,27 +66,50 @@ fn nested_data_on_both_engines() {
 }
 
 /// A gradient compiled reverse mode (`adjoint::reverse`) handles runs as native code; one it does
-/// not (a `vjp` whose cotangent is nested three deep) runs on the interpreter with a note naming the
-/// construct. Both compute what `nabla run --interp` does.
+/// not (the gradient of a function a `fold` builds at run time) falls back alone, as under `nabla
+/// run`: that site runs on the interpreter with a note naming it (with its line and column) and
+/// the rest of the definition stays native, a loop included. All compute what `nabla run --interp`
+/// does.
 #[test]
 fn gradients_compile_where_reverse_mode_does() {
     frontend::with_big_stack(|| {
         let src = "def sumsq (xs : Array Real) = grad (fun (v : Array Real) -> sum (map (fun x -> x * x) v)) xs
-def twice (x : Real) = (vjp (fun (c : Array (Array (Array Real))) -> map (fun m -> map (fun r -> map (fun y -> y * y) r) m) c) [[[x], [2.0]]] [[[1.0], [1.0]]]).[0].[0].[0]
-def main = (sumsq [1.0, -2.0], twice 3.0)
+def built (c : Bool) (g : Real) = grad (fold (fun (h : Real -> Real) (k : Real) -> fun (y : Real) -> h (y * k)) (fun (y : Real) -> y * y) [if c then 0.5 else 1.0]) g
+def mixed (xs : Array Real) (c : Bool) = (sum (map (fun x -> x * x) xs), built c (sum xs), sumsq xs)
+def main = (sumsq [1.0, -2.0], built true 3.0, mixed [1.0, 2.0] false)
 ";
         let mut sumsq = Function::new(src, "sumsq").unwrap();
         assert_eq!(sumsq.backend(), Backend::Compiled);
         assert!(sumsq.note().is_none());
-        let mut twice = Function::new(src, "twice").unwrap();
-        assert_eq!(twice.backend(), Backend::Interpreter);
-        let note = twice.note().unwrap();
-        assert!(note.contains("not compiled yet") && note.contains("Array (Array (Array Real))"), "{note}");
+        let mut built = Function::new(src, "built").unwrap();
+        assert_eq!(built.backend(), Backend::Mixed);
+        let note = built.note().unwrap();
+        assert!(
+            note.contains("a gradient through a call of a function not known at compile time")
+                && note.contains("(at 2:")
+                && note.contains("evaluated by the reference interpreter"),
+            "{note}"
+        );
+        let mut mixed = Function::new(src, "mixed").unwrap();
+        assert_eq!(mixed.backend(), Backend::Mixed);
+        assert_eq!(mixed.note().unwrap().lines().count(), 1, "{:?}", mixed.note());
         let a = sumsq.call(&[reals(&[1.0, -2.0])]).unwrap();
-        let b = twice.call(&[Value::Real(3.0)]).unwrap();
+        let b = built.call(&[Value::Bool(true), Value::Real(3.0)]).unwrap();
+        let c = mixed.call(&[reals(&[1.0, 2.0]), Value::Bool(false)]).unwrap();
         let (_, mono) = runtime::prepare(src, "main").unwrap();
-        assert_eq!(format!("({a}, {b})"), runtime::interp::run(&mono).unwrap().to_string());
-        assert_eq!(format!("({a}, {b})"), "([2.0, -4.0], 6.0)");
+        assert_eq!(format!("({a}, {b}, {c})"), runtime::interp::run(&mono).unwrap().to_string());
+        assert_eq!(format!("({a}, {b}, {c})"), "([2.0, -4.0], 1.5, (5.0, 6.0, [2.0, 4.0]))");
+        // The interpreted site sees each call's arguments, bound or not.
+        built.bind(&[Value::Bool(false), Value::Real(-2.0)]).unwrap();
+        built.call_bound().unwrap();
+        assert_eq!(built.last_result().unwrap().to_string(), "-4.0");
+        // An error at the interpreted site is the interpreter's, and the next call goes on.
+        let src = "def f (xs : Array Real) (i : Int) = grad (fold (fun (h : Real -> Real) (k : Real) -> fun (y : Real) -> h (y * k)) (fun (y : Real) -> y * y) [xs.[i]]) 1.0";
+        let mut f = Function::new(src, "f").unwrap();
+        assert_eq!(f.backend(), Backend::Mixed);
+        let e = f.call(&[reals(&[2.0]), Value::Int(3)]).unwrap_err();
+        assert!(e.message.contains("index 3 out of bounds for length 1"), "{}", e.message);
+        assert_eq!(f.call(&[reals(&[2.0]), Value::Int(0)]).unwrap().to_string(), "8.0");
     });
 }
 
@@ -133,7 +156,7 @@ fn bound_arguments_are_called_many_times() {
   grad (fun (m : Array (Array Real)) -> sum (map (fun r -> dot r r) m)) m
 def same (m : Array (Array Real)) (k : Int) = (m, k)
 def at (xs : Array Real) (i : Int) = xs.[i]
-def nested (x : Real) = (vjp (fun (c : Array (Array (Array Real))) -> map (fun m -> map (fun r -> map (fun y -> y * y) r) m) c) [[[x], [2.0]]] [[[1.0], [1.0]]]).[0].[0].[0]
+def nested (x : Real) = grad (fold (fun (h : Real -> Real) (k : Real) -> fun (y : Real) -> h (y * k)) (fun (y : Real) -> y * y) [1.0]) x
 ";
         let m = array(vec![reals(&[1.0, -2.0]), reals(&[0.5])]);
         let mut g = Function::new(src, "gradRows").unwrap();
@@ -166,9 +189,9 @@ def nested (x : Real) = (vjp (fun (c : Array (Array (Array Real))) -> map (fun m
         at.call_bound().unwrap();
         assert_eq!(at.last_result().unwrap().to_string(), "2.0");
 
-        // The interpreter's path keeps the bound values and the last result the same way.
+        // With a site left to the interpreter, bound values and the last result behave the same.
         let mut nested = Function::new(src, "nested").unwrap();
-        assert_eq!(nested.backend(), Backend::Interpreter);
+        assert_eq!(nested.backend(), Backend::Mixed);
         assert!(nested.call_bound().is_err());
         nested.bind(&[Value::Real(3.0)]).unwrap();
         nested.call_bound().unwrap();

@@ -87,3 +87,43 @@ fn closures_nested_without_bound_are_an_error_not_a_crash() {
     assert_eq!(e.message, "evaluation nested too deeply");
     assert_eq!(f.call_f64(&[Arg::Int(7)]).unwrap(), 7.0);
 }
+
+/// A differentiation site the compiler does not handle yet (here the gradient of a function a
+/// `fold` builds at run time) falls back alone, as under `nabla run`: the definition compiles,
+/// the site runs on the interpreter at each call's values (a definition it reads included), the
+/// note names it with its line and column, and a `Gradient` of a definition that calls such a
+/// definition outside what it differentiates compiles too.
+#[test]
+fn an_uncompiled_site_falls_back_alone_in_the_api() {
+    let src = "def ks = [0.5, 2.0]
+def built (x : Real) = grad (fold (fun (h : Real -> Real) (k : Real) -> fun (y : Real) -> h (y * k)) (fun (y : Real) -> y * y) ks) x
+def loop (xs : Array Real) = sum (map (fun x -> x * x) xs) + built (sum xs)
+def loss (xs : Array Real) = sum (map (fun x -> x * x * built 1.0) xs)
+";
+    // (y·k₂·k₁)² at x: its gradient is 2x(k₁k₂)² = 2x.
+    let mut built = Compiled::new(src, "built").unwrap();
+    let note = built.note().expect("a note").to_string();
+    assert!(
+        note.contains("a gradient through a call of a function not known at compile time (at 2:")
+            && note.contains("that site is evaluated by the reference interpreter"),
+        "{note}"
+    );
+    for x in [-1.5, 0.0, 3.0] {
+        assert_eq!(built.call_f64(&[Arg::Real(x)]).unwrap(), 2.0 * x);
+    }
+    let mut looped = Compiled::new(src, "loop").unwrap();
+    assert_eq!(looped.note().unwrap().lines().count(), 1);
+    looped.bind(&[Arg::Reals(&[1.0, 2.0])]).unwrap();
+    for _ in 0..3 {
+        looped.call_bound().unwrap();
+        assert_eq!(looped.last_result().unwrap().to_string(), "11.0");
+    }
+    // d/dxᵢ Σ x² · built 1.0 = 2xᵢ · 2.
+    let mut loss = runtime::api::Gradient::new(src, "loss").unwrap();
+    assert!(loss.note().is_some());
+    let mut g = [0.0; 2];
+    assert_eq!(loss.call(&[Arg::Reals(&[1.0, -3.0])], &mut g).unwrap(), 20.0);
+    assert_eq!(g, [4.0, -12.0]);
+    // Compiled code alone has no note.
+    assert!(Compiled::new(SRC, "poly").unwrap().note().is_none());
+}

@@ -1,13 +1,12 @@
 //! [`Function`]: a definition prepared once and called many times with data values — any mix of
-//! `Real`, `Int`, `Bool`, arrays (of arrays, of tuples, …) and tuples — whichever engine runs it.
+//! `Real`, `Int`, `Bool`, arrays (of arrays, of tuples, …) and tuples.
 //!
-//! A definition the compiler handles is JIT-compiled once and each call runs native code through
-//! [`Compiled`] (arguments written into reused buffers). A definition using a construct the
-//! compiler does not handle yet (a differentiation site `adjoint::reverse` does not compile,
-//! [`crate::engine::uncompiled_site`]) is evaluated by the reference interpreter, from the program
-//! type-checked and monomorphised once; [`Function::note`] says so. The choice is made by the
-//! same test `nabla run` uses, so when the compiler learns a construct, definitions using it move
-//! to native code with no change for callers.
+//! The definition is JIT-compiled once and each call runs native code through [`Compiled`]
+//! (arguments written into reused buffers). A differentiation site the compiler does not handle
+//! yet (one `adjoint::reverse` leaves to the interpreter) falls back alone, as under `nabla run`:
+//! compiled code calls the reference interpreter for that site and runs the rest natively
+//! ([`Backend::Mixed`]; [`Function::note`] names the sites). When the compiler learns a
+//! construct, its sites move to native code with no change for callers.
 //!
 //! ```
 //! use runtime::api::{Backend, Function};
@@ -43,25 +42,23 @@
 //! assert!(sumsq.bind(&[Value::Real(1.0)]).is_err());
 //! ```
 //!
-//! The interpreter path needs a thread with a big stack for deep evaluations
+//! Interpreted sites run on the caller's thread, which needs a big stack for deep evaluations
 //! ([`frontend::with_big_stack`], which `nabla` runs everything on).
 
-use anf::mono::MonoProgram;
 use frontend::types::Type;
 use frontend::{Diagnostic, Span};
 
 use super::{is_plain_data, split_params, Arg, Compiled};
-use crate::engine::root_span;
-use crate::interp::Interp;
 use crate::value::Value;
 
-/// Which engine runs a [`Function`].
+/// How a [`Function`]'s calls run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     /// Native code from the JIT.
     Compiled,
-    /// The reference interpreter (the definition uses a construct not compiled yet).
-    Interpreter,
+    /// Native code, with the differentiation sites [`Function::note`] names evaluated by the
+    /// reference interpreter (per-site fallback: a construct not compiled yet).
+    Mixed,
 }
 
 /// A definition of data parameters returning data, prepared once, callable many times.
@@ -69,19 +66,7 @@ pub struct Function {
     name: String,
     params: Vec<Type>,
     result: Type,
-    run: Run,
-    note: Option<String>,
-}
-
-enum Run {
-    Native(Box<Compiled>),
-    /// `bound` and `last` are [`Function::bind`]'s arguments and the last bound call's result.
-    Interp {
-        mono: Box<MonoProgram>,
-        span: Span,
-        bound: Option<Vec<Value>>,
-        last: Option<Value>,
-    },
+    compiled: Box<Compiled>,
 }
 
 impl Function {
@@ -104,18 +89,8 @@ impl Function {
         if !is_plain_data(&result) {
             return Err(Diagnostic::error(def_span, format!("`{name}` returns {result}, which is not plain data")));
         }
-        // Differentiation sites compile when the reverse-mode transform handles them (the rest
-        // is then checked like any program).
-        let why = crate::engine::uncompiled_site(&mono);
-        let (run, note) = match why {
-            Some(what) => {
-                let note = format!("{what}; evaluated by the reference interpreter");
-                let span = root_span(&mono);
-                (Run::Interp { mono: Box::new(mono), span, bound: None, last: None }, Some(note))
-            }
-            None => (Run::Native(Box::new(Compiled::new(src, name)?)), None),
-        };
-        Ok(Function { name: name.to_string(), params, result, run, note })
+        let compiled = Box::new(Compiled::new(src, name)?);
+        Ok(Function { name: name.to_string(), params, result, compiled })
     }
 
     /// The curried parameters' types, in order.
@@ -128,80 +103,54 @@ impl Function {
         &self.result
     }
 
-    /// The engine that runs the calls.
+    /// How the calls run: native code, with or without sites left to the interpreter.
     pub fn backend(&self) -> Backend {
-        match self.run {
-            Run::Native(_) => Backend::Compiled,
-            Run::Interp { .. } => Backend::Interpreter,
+        match self.compiled.note() {
+            None => Backend::Compiled,
+            Some(_) => Backend::Mixed,
         }
     }
 
-    /// Why the definition is interpreted, when it is.
+    /// The sites the reference interpreter evaluates (one line each, with its `line:column`),
+    /// when there are any.
     pub fn note(&self) -> Option<&str> {
-        self.note.as_deref()
+        self.compiled.note()
     }
 
     /// Calls the definition with one value per curried parameter (a tuple parameter takes a
     /// `Value::Tuple`). Each argument is checked against its parameter's type first.
     pub fn call(&mut self, args: &[Value]) -> Result<Value, Diagnostic> {
         self.check(args)?;
-        match &mut self.run {
-            Run::Native(c) => {
-                let mut leaves = Vec::with_capacity(args.len());
-                for v in args {
-                    flatten(v, &mut leaves);
-                }
-                c.call(&leaves)
-            }
-            Run::Interp { mono, span, .. } => interpret(mono, *span, args),
+        let mut leaves = Vec::with_capacity(args.len());
+        for v in args {
+            flatten(v, &mut leaves);
         }
+        self.compiled.call(&leaves)
     }
 
-    /// Checks the arguments (as [`Function::call`] does) and converts them once into what the
-    /// engine takes — native buffers for compiled code — for any number of
-    /// [`Function::call_bound`]s. Replaces any earlier bound arguments.
+    /// Checks the arguments (as [`Function::call`] does) and converts them once into the
+    /// native buffers compiled code takes, for any number of [`Function::call_bound`]s.
+    /// Replaces any earlier bound arguments.
     pub fn bind(&mut self, args: &[Value]) -> Result<(), Diagnostic> {
         self.check(args)?;
-        match &mut self.run {
-            Run::Native(c) => {
-                let mut leaves = Vec::with_capacity(args.len());
-                for v in args {
-                    flatten(v, &mut leaves);
-                }
-                c.bind(&leaves)
-            }
-            Run::Interp { bound, last, .. } => {
-                *last = None;
-                *bound = Some(args.to_vec());
-                Ok(())
-            }
+        let mut leaves = Vec::with_capacity(args.len());
+        for v in args {
+            flatten(v, &mut leaves);
         }
+        self.compiled.bind(&leaves)
     }
 
     /// Calls the definition with the arguments of the last [`Function::bind`], leaving the
-    /// result where the engine made it until [`Function::last_result`] reads it: a call that
+    /// result where compiled code made it until [`Function::last_result`] reads it: a call that
     /// costs only the run itself.
     pub fn call_bound(&mut self) -> Result<(), Diagnostic> {
-        let name = &self.name;
-        match &mut self.run {
-            Run::Native(c) => c.call_bound(),
-            Run::Interp { mono, span, bound, last } => {
-                *last = None;
-                let args = bound.as_deref().ok_or_else(|| usage(name, "no arguments are bound"))?;
-                *last = Some(interpret(mono, *span, args)?);
-                Ok(())
-            }
-        }
+        self.compiled.call_bound()
     }
 
-    /// The result of the last successful [`Function::call_bound`] (for compiled code, of the
-    /// last successful call of any kind); `None` before one, after a failed one, or after a
-    /// successful [`Function::bind`].
+    /// The result of the last successful call; `None` before one, after a failed one, or after
+    /// a successful [`Function::bind`].
     pub fn last_result(&self) -> Option<Value> {
-        match &self.run {
-            Run::Native(c) => c.last_result(),
-            Run::Interp { last, .. } => last.clone(),
-        }
+        self.compiled.last_result()
     }
 
     /// One argument per curried parameter, each of its parameter's type.
@@ -224,14 +173,6 @@ impl Function {
 
 fn usage(name: &str, why: &str) -> Diagnostic {
     Diagnostic::error(Span::SYNTHETIC, format!("cannot call `{name}` this way: {why}"))
-}
-
-/// One call on the reference interpreter: the program's definitions, then the root applied.
-fn interpret(mono: &MonoProgram, span: Span, args: &[Value]) -> Result<Value, Diagnostic> {
-    let mut it = Interp::new(mono);
-    it.eval_globals()?;
-    let f = it.globals.last().cloned().unwrap_or(Value::Unit);
-    it.apply_n(&f, args.to_vec(), span)
 }
 
 /// The leaves [`Compiled`] takes for a data value: scalars as themselves, tuples component by
