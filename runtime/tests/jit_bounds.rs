@@ -40,6 +40,10 @@ const PROGRAMS: &[(&str, &str, Option<usize>)] = &[
         Some(1),
     ),
     ("descending", "def main = sum (build (len xs) (fun i -> xs.[len xs - i]))", Some(1)),
+    // Proved: a reverse loop's index, `n - 1 - i` below `n`.
+    ("reversed", "def main = sum (build (len xs) (fun i -> xs.[len xs - 1 - i] * toReal i))", Some(0)),
+    // Not proved: `n - 1 - i` where the loop runs to another length.
+    ("reversed over a longer count", "def main = sum (build (len xs) (fun i -> short.[len xs - 1 - i]))", Some(1)),
     // A check of the counter against another array's length, hoisted (`anf::opt::hoist`): the
     // loop runs to the smaller length, and the check is left on the way out, where it fails with
     // the index and the length it failed with in the loop.
@@ -94,6 +98,7 @@ fn programs_reach_their_cases() {
                 | "triangle past the diagonal"
                 | "inner loop over the outer array"
                 | "descending"
+                | "reversed over a longer count"
                 | "another array, after a read"
                 | "two arrays, the first fails first"
                 | "two arrays, the second fails first"
