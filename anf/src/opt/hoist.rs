@@ -98,7 +98,7 @@ fn plan(func: &Function, doms: &Dominators, preds: &FxHashMap<Block, Vec<Block>>
         ValueDef::Result(inst, _) => !body_set.iter().any(|&b| func.blocks[b].insts.contains(&inst)),
         ValueDef::Unused => false,
     };
-    if !outside(bound) {
+    if !body_set.contains(&body) || !outside(bound) {
         return None;
     }
     let mut checks = Vec::new();
