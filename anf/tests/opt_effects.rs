@@ -1796,3 +1796,75 @@ b3:
 ";
     assert_eq!(count(&opt(joined), "main", "boundscheck"), 1);
 }
+
+/// A loop over `a` (`v0`; `v10 = len a`) counted from 0 while `i < len a`, reading element
+/// `index` of `array` (`v1`: another array, `v11 = len b`; `v30 = len a - 1` is at hand).
+fn reversed_loop(index: &str, array: &str) -> String {
+    format!(
+        "\
+fn @main(ptr, ptr) -> f64 {{
+b0(v0: ptr, v1: ptr):
+    v10 = arraylen v0
+    v11 = arraylen v1
+    v29 = iconst 1
+    v30 = isub v10, v29
+    v12 = iconst 0
+    v13 = fconst 0.0
+    jump b1(v12, v13)
+b1(v2: i64, v3: f64):
+    v14 = icmp lt v2, v10
+    brif v14, b2, b3
+b2:
+    v31 = {index}
+    v15 = arraylen {array}
+    v16 = iconst 7
+    boundscheck v31, v15, v16
+    v17 = elemaddr {array}, v31, 8
+    v18 = load.f64 v17+0
+    v19 = fadd v3, v18
+    v20 = iconst 1
+    v21 = iadd v2, v20
+    jump b1(v21, v19)
+b3:
+    return v3
+}}
+"
+    )
+}
+
+/// A reverse loop's index `(n - 1) - i`, `0 <= i < n`, is in bounds (`opt::bounds`); one past the
+/// end, or against another length, is not.
+#[test]
+fn reverse_indexes_lose_their_checks() {
+    let checks = |text: &str| count(&opt(text), "main", "boundscheck");
+    assert_eq!(checks(&reversed_loop("isub v30, v2", "v0")), 0);
+    assert_eq!(checks(&reversed_loop("isub v10, v2", "v0")), 1);
+    assert_eq!(checks(&reversed_loop("isub v30, v2", "v1")), 1);
+    assert_eq!(checks(&reversed_loop("isub v2, v30", "v0")), 1);
+}
+
+/// Hoisted checks (`opt::hoist`): a counted loop's check of its counter against the length of an
+/// array made before it (`v50`) leaves the loop for its way out, before an unreachable trap; a
+/// negative start, a step other than one, a failing operation before the check, or a length not
+/// known to be an array's (a parameter's, not read before the loop) keep it in the loop.
+#[test]
+fn checks_against_another_length_leave_the_loop() {
+    let made = |start: &str, step: &str| {
+        indexed_loop(start, step, "icmp lt v2, v10", "v50")
+            .replace("    v11 = arraylen v1\n", "    v11 = arraylen v1\n    v50 = newarray v11, 8\n")
+    };
+    let hoisted = |text: &str| {
+        let out = opt(text);
+        assert_eq!(count(&out, "main", "boundscheck"), 1, "{out}");
+        count(&out, "main", "trap unreachable") == 1
+    };
+    assert!(hoisted(&made("0", "1")));
+    assert!(!hoisted(&made("-1", "1")));
+    assert!(!hoisted(&made("0", "2")));
+    // A division by the counter first: it may fail before the check does.
+    let divided = made("0", "1")
+        .replace("    v15 = arraylen v50\n", "    v40 = iconst 5\n    v41 = sdiv v40, v2\n    v15 = arraylen v50\n");
+    assert!(!hoisted(&divided));
+    // `len b` of a parameter, read only inside the loop.
+    assert!(!hoisted(&indexed_loop("0", "1", "icmp lt v2, v10", "v1")));
+}

@@ -40,6 +40,38 @@ const PROGRAMS: &[(&str, &str, Option<usize>)] = &[
         Some(1),
     ),
     ("descending", "def main = sum (build (len xs) (fun i -> xs.[len xs - i]))", Some(1)),
+    // Proved: a reverse loop's index, `n - 1 - i` below `n`.
+    ("reversed", "def main = sum (build (len xs) (fun i -> xs.[len xs - 1 - i] * toReal i))", Some(0)),
+    // Not proved: `n - 1 - i` where the loop runs to another length.
+    ("reversed over a longer count", "def main = sum (build (len xs) (fun i -> short.[len xs - 1 - i]))", Some(1)),
+    // A check of the counter against another array's length, hoisted (`anf::opt::hoist`): the
+    // loop runs to the smaller length, and the check is left on the way out, where it fails with
+    // the index and the length it failed with in the loop.
+    ("another array, longer", "def main = sum (build (len short) (fun i -> short.[i] * xs.[i]))", Some(1)),
+    ("another array, after a read", "def main = sum (build (len xs) (fun i -> xs.[i] * short.[i]))", Some(1)),
+    ("two arrays, the first fails first", "def main = sum (build (len xs + 2) (fun i -> short.[i] + xs.[i]))", Some(2)),
+    (
+        "two arrays, the second fails first",
+        "def main = sum (build (len xs + 2) (fun i -> xs.[i] + short.[i]))",
+        Some(2),
+    ),
+    (
+        "a division before the check",
+        "def main = sum (build (len xs) (fun i -> toReal (7 / (39 - i)) + short.[i]))",
+        Some(1),
+    ),
+];
+
+/// The programs whose checks are hoisted out of their loop (see `hoisted_checks_leave_the_loop`).
+const HOISTED: &[&str] = &[
+    "another array's length",
+    "count past the length",
+    "triangle past the diagonal",
+    "inner loop over the outer array",
+    "another array, longer",
+    "another array, after a read",
+    "two arrays, the first fails first",
+    "two arrays, the second fails first",
 ];
 
 fn program(main: &str) -> String {
@@ -66,9 +98,17 @@ fn programs_reach_their_cases() {
                 | "triangle past the diagonal"
                 | "inner loop over the outer array"
                 | "descending"
+                | "reversed over a longer count"
+                | "another array, after a read"
+                | "two arrays, the first fails first"
+                | "two arrays, the second fails first"
+                | "a division before the check"
         );
         match interp {
             Ok(v) => assert!(!fails, "{name}: expected an error, got {v}"),
+            Err((e, _, _)) if *name == "a division before the check" => {
+                assert!(e.contains("division by zero"), "{name}: {e}")
+            }
             Err((e, _, _)) => assert!(fails && e.contains("out of bounds"), "{name}: {e}"),
         }
     }
@@ -92,4 +132,27 @@ fn checks_left_in_the_optimised_ir() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The optimised IR of `main`'s definition.
+fn optimised_ir(main: &str) -> String {
+    let src = program(main);
+    frontend::with_big_stack(move || {
+        let (_, mono) = runtime::prepare(&src, "main").expect("checks");
+        runtime::engine::ir_text(&mono, true).expect("lowers")
+    })
+}
+
+/// A hoisted check sits on the loop's way out, before an unreachable trap; one that cannot be
+/// hoisted (a division, which may fail first, precedes it) stays in the loop.
+#[test]
+fn hoisted_checks_leave_the_loop() {
+    let mut wrong = Vec::new();
+    for (name, main, _) in PROGRAMS {
+        let text = optimised_ir(main);
+        if text.contains("trap unreachable") != HOISTED.contains(name) {
+            wrong.push(format!("{name}:\n{text}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

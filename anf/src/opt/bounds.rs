@@ -9,6 +9,7 @@
 //!   whose false target is; then `i < b` in every block the target dominates. `i < n` holds when
 //!   some such `b` is `n` — the same value, or `arraylen` of the same array (an array's length
 //!   never changes) — or is itself below `n` by such a fact (`c < r` and `r < d` in a triangle).
+//! - **descending**: `(n - 1) - j` (a reverse loop's index) is in bounds when `0 <= j < n` is.
 //! - **lower bound**: `i >= 0` when `i` is a non-negative constant, an `arraylen`, or a block
 //!   parameter every incoming value of which is non-negative or `i + 1` computed where `i` is
 //!   below something (so the increment cannot overflow) — an index counted up from 0.
@@ -74,6 +75,12 @@ pub(super) fn eliminate(func: &mut Function) -> bool {
             if let Op::BoundsCheck(idx, len, _) = func.insts[i].op {
                 if ctx.below(b, idx, len) && ctx.non_negative(idx, &mut FxHashSet::default()) {
                     dead.insert(i);
+                } else if let Some(j) = ctx.descending(idx, len) {
+                    // `n - 1 - j` with `0 <= j < n` is in `[0, n - 1]` (and computing it cannot
+                    // overflow: `n >= 1`).
+                    if ctx.below(b, j, len) && ctx.non_negative(j, &mut FxHashSet::default()) {
+                        dead.insert(i);
+                    }
                 }
             }
         }
@@ -132,6 +139,21 @@ impl Proof<'_> {
                 _ => return out,
             }
         }
+    }
+
+    /// `Some(j)` when `i` is `(n - 1) - j`: `n - 1` the length less one (`isub m, 1` with `m` the
+    /// same number as `n`), or the constant one below a constant `n` — the index of a loop that
+    /// walks an array backwards, as every reverse phase does.
+    fn descending(&self, i: Value, n: Value) -> Option<Value> {
+        let Some(Op::Binary(BinaryOp::Isub, k, j)) = self.op(i) else { return None };
+        let last = match (self.op(*k), self.op(n)) {
+            (Some(Op::Binary(BinaryOp::Isub, m, one)), _) => {
+                matches!(self.op(*one), Some(Op::Iconst(1))) && self.same(*m, n)
+            }
+            (Some(Op::Iconst(c)), Some(Op::Iconst(len))) => c.checked_add(1) == Some(*len),
+            _ => false,
+        };
+        last.then_some(*j)
     }
 
     /// Is `i < n` (signed) known in `block`? Follows chains of facts `i < a < … < n` up to

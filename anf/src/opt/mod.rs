@@ -7,7 +7,8 @@
 //! bounds checks that loop guards prove cannot fail (`bounds`), bag fusion (a fresh bag added once into
 //! another is never built: `bags`), singleton-map fusion (a one-key map made only to be added
 //! into another is never built: `maps`), unsorted iteration of bags in folds that cannot observe the
-//! order (`order`), element addresses carried by the loops that step through them (`strength`),
+//! order (`order`), bounds checks of a loop's counter against another array's length made one
+//! comparison before the loop (`hoist`), element addresses carried by the loops that step through them (`strength`),
 //! then removal of functions nothing calls.
 //!
 //! Cranelift does not inline, so without this pass every λ applied in a loop costs a call per
@@ -26,6 +27,7 @@ mod bags;
 mod bounds;
 mod cse;
 mod guards;
+mod hoist;
 mod inline;
 mod maps;
 mod order;
@@ -198,6 +200,13 @@ fn run<E>(
                 check(module, "simplification", f)?;
             }
         }
+        // Once no other check will be eliminated: checks of a loop's counter against another
+        // length become one comparison before the loop (the loop's test runs to the smaller).
+        if hoist::hoist(&mut module.funcs[f]) {
+            check(module, "hoisted bounds checks", f)?;
+            simplify::simplify_function(module, f, &facts);
+            check(module, "simplification", f)?;
+        }
         // Last of all, once no pass will look at the loops again: element addresses carried by
         // the loops that step through them.
         if detached(module, f, strength::reduce) {
@@ -256,6 +265,20 @@ fn local_passes<E>(
     }
     detached(module, f, order::relax);
     check(module, "unsorted iteration", f)?;
+    // The compaction scopes of loops that allocate nothing, before callers ask this function's
+    // size: a small function whose loop kept an idle scope would be too big to inline.
+    // (Callees are final by now, or not yet optimised, which allocate no less; the memo is this
+    // function's own.)
+    if scopes::drop_idle(module, f, &mut rustc_hash::FxHashMap::default()) {
+        check(module, "idle compaction scopes", f)?;
+        simplify::simplify_function(module, f, facts);
+        check(module, "simplification", f)?;
+        if bounds::eliminate(&mut module.funcs[f]) {
+            check(module, "bounds-check elimination", f)?;
+            simplify::simplify_function(module, f, facts);
+            check(module, "simplification", f)?;
+        }
+    }
     Ok(())
 }
 

@@ -170,7 +170,7 @@ pub(super) fn reduce(module: &mut Module, func: &mut Function) -> bool {
 }
 
 /// The operation defining `v`, if an instruction result.
-fn def_op(func: &Function, v: Value) -> Option<&Op> {
+pub(super) fn def_op(func: &Function, v: Value) -> Option<&Op> {
     match func.values[v].def {
         ValueDef::Result(i, _) => Some(&func.insts[i].op),
         _ => None,
@@ -214,7 +214,7 @@ fn materialise(func: &mut Function, body: &FxHashSet<Block>, pre: Block, v: Valu
 
 /// An `arraylen a` in a block strictly dominating the loop header `h` (its value is the length
 /// read anywhere in the loop: lengths never change).
-fn dominating_length(func: &Function, doms: &Dominators, h: Block, a: Value) -> Option<Value> {
+pub(super) fn dominating_length(func: &Function, doms: &Dominators, h: Block, a: Value) -> Option<Value> {
     let mut b = doms.idom(h)?;
     loop {
         for &inst in &func.blocks[b].insts {
@@ -231,7 +231,7 @@ fn dominating_length(func: &Function, doms: &Dominators, h: Block, a: Value) -> 
 
 /// Is `a` always an array this function made (`newarray`), directly or through block parameters
 /// (a loop's accumulator, copied by its compaction)? (`visiting`: parameters assumed so.)
-fn made_array(
+pub(super) fn made_array(
     func: &Function,
     preds: &FxHashMap<Block, Vec<Block>>,
     a: Value,
@@ -261,7 +261,7 @@ fn made_array(
 }
 
 /// Is `next` the value `i + 1`?
-fn is_increment_of(func: &Function, next: Value, i: Value) -> bool {
+pub(super) fn is_increment_of(func: &Function, next: Value, i: Value) -> bool {
     let one = |v: Value| matches!(def_op(func, v), Some(Op::Iconst(1)));
     match def_op(func, next) {
         Some(Op::Binary(BinaryOp::Iadd, x, y)) => (*x == i && one(*y)) || (*y == i && one(*x)),
@@ -270,7 +270,7 @@ fn is_increment_of(func: &Function, next: Value, i: Value) -> bool {
 }
 
 /// The blocks of the loop of header `h` with back edge from `latch`.
-fn natural_loop(preds: &FxHashMap<Block, Vec<Block>>, h: Block, latch: Block) -> FxHashSet<Block> {
+pub(super) fn natural_loop(preds: &FxHashMap<Block, Vec<Block>>, h: Block, latch: Block) -> FxHashSet<Block> {
     let mut body: FxHashSet<Block> = FxHashSet::default();
     body.insert(h);
     let mut work = vec![latch];
@@ -292,12 +292,12 @@ fn calls_nothing_but_pure(module: &Module, func: &Function, b: Block) -> bool {
 }
 
 /// How many of `from`'s branch targets are `to`.
-fn edges_to(func: &Function, from: Block, to: Block) -> usize {
+pub(super) fn edges_to(func: &Function, from: Block, to: Block) -> usize {
     func.terminator(from).map_or(0, |t| t.branch_targets().iter().filter(|bc| bc.block == to).count())
 }
 
 /// Argument `n` of `from`'s branch to `to`.
-fn arg_to(func: &Function, from: Block, to: Block, n: usize) -> Option<Value> {
+pub(super) fn arg_to(func: &Function, from: Block, to: Block, n: usize) -> Option<Value> {
     let t = func.terminator(from)?;
     t.branch_targets().into_iter().find(|bc| bc.block == to)?.args.get(n).copied()
 }
@@ -324,7 +324,7 @@ fn push_arg(func: &mut Function, from: Block, to: Block, v: Value) {
 }
 
 /// A new instruction with one result of type `ty` right before `block`'s terminator.
-fn insert_before_end(func: &mut Function, block: Block, op: Op, ty: Type) -> Value {
+pub(super) fn insert_before_end(func: &mut Function, block: Block, op: Op, ty: Type) -> Value {
     let inst = func.insts.push(InstData { op, results: Vec::new() });
     let v = func.values.push(ValueData { ty, def: ValueDef::Result(inst, 0) });
     func.insts[inst].results.push(v);
