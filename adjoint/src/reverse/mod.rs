@@ -2281,6 +2281,9 @@ impl Ad<'_, '_> {
                 g.clone()
             } else if rules::is_minus_one(&d) {
                 self.emit(out, "d", mk(ExprKind::Neg(g.clone()), Type::Real))
+            } else if rules::is_one(g) {
+                // The cotangent 1 (a fused loop's unit reverse): the partial itself.
+                self.emit(out, "d", d)
             } else {
                 self.emit(out, "d", rbin(BinOp::Mul, g, &d))
             };
