@@ -115,9 +115,26 @@ pub fn partials(p: Prim, xs: &[f64]) -> Option<Vec<f64>> {
 /// ∂f/∂xᵢ as terms in the (atomic, Real) arguments `xs` — the same rules as [`partials`], written
 /// so that evaluating the term at a point gives exactly the number `partials` gives there.
 pub fn partial_terms(p: Prim, xs: &[E]) -> Option<Vec<E>> {
+    partial_terms_at(p, xs, None)
+}
+
+/// Does a partial of `p` read its result `y = f(xs)` (given to [`partial_terms_at`])?
+pub fn reads_result(p: Prim) -> bool {
+    use Builtin as B;
+    matches!(p, Prim::Builtin(B::Exp | B::Sqrt | B::Tanh | B::Sigmoid) | Prim::Op(BinOp::Pow))
+}
+
+/// [`partial_terms`] with `result`, when given, an atom that holds the primitive's result `f(xs)`,
+/// computed already (by the forward phase): the rules that are functions of the result
+/// (`exp′ = y`, `tanh′ = 1 − y²`, `sqrt′ = 0.5 / y`, `sigmoid′ = y(1 − y)`, `∂(x^c)/∂c = y · log x`;
+/// [`reads_result`]) read it instead of calling `f` again. The same rule either way, and the same
+/// number: `result` is `f(xs)` computed by the same function.
+pub fn partial_terms_at(p: Prim, xs: &[E], result: Option<&E>) -> Option<Vec<E>> {
     use Builtin as B;
     let x = xs.first()?;
     let f = |b: Builtin, a: &E| call(b, std::slice::from_ref(a), Type::Real);
+    // The result f(x): `result` when given, else f called again.
+    let res = |b: Builtin| result.cloned().unwrap_or_else(|| f(b, x));
     let neg = |a: E| mk(ExprKind::Neg(a), Type::Real);
     let gt = |a: &E, b: &E| bin(BinOp::Gt, a, b, Type::Bool);
     let lt = |a: &E, b: &E| bin(BinOp::Lt, a, b, Type::Bool);
@@ -129,15 +146,15 @@ pub fn partial_terms(p: Prim, xs: &[E]) -> Option<Vec<E>> {
                 let c = f(B::Cos, x);
                 vec![rbin(BinOp::Div, &real(1.0), &rbin(BinOp::Mul, &c, &c))]
             }
-            B::Exp => vec![f(B::Exp, x)],
+            B::Exp => vec![res(B::Exp)],
             B::Log => vec![rbin(BinOp::Div, &real(1.0), x)],
-            B::Sqrt => vec![rbin(BinOp::Div, &real(0.5), &f(B::Sqrt, x))],
+            B::Sqrt => vec![rbin(BinOp::Div, &real(0.5), &res(B::Sqrt))],
             B::Tanh => {
-                let t = f(B::Tanh, x);
+                let t = res(B::Tanh);
                 vec![rbin(BinOp::Sub, &real(1.0), &rbin(BinOp::Mul, &t, &t))]
             }
             B::Sigmoid => {
-                let s = f(B::Sigmoid, x);
+                let s = res(B::Sigmoid);
                 vec![rbin(BinOp::Mul, &s, &rbin(BinOp::Sub, &real(1.0), &s))]
             }
             // abs′(0) = 0.
@@ -170,7 +187,7 @@ pub fn partial_terms(p: Prim, xs: &[E]) -> Option<Vec<E>> {
                     let ym1 = rbin(BinOp::Sub, y, &real(1.0));
                     vec![
                         rbin(BinOp::Mul, y, &rbin(BinOp::Pow, x, &ym1)),
-                        rbin(BinOp::Mul, &rbin(BinOp::Pow, x, y), &f(B::Log, x)),
+                        rbin(BinOp::Mul, &result.cloned().unwrap_or_else(|| rbin(BinOp::Pow, x, y)), &f(B::Log, x)),
                     ]
                 }
                 _ => return None,

@@ -16,7 +16,9 @@
 //! through both engines and to second order.
 
 use adjoint::reverse::term::{real, var};
-use adjoint::rules::{is_minus_one, is_one, is_real_prim, partial_terms, partials, Prim};
+use adjoint::rules::{
+    is_minus_one, is_one, is_real_prim, partial_terms, partial_terms_at, partials, reads_result, Prim,
+};
 use frontend::builtins::Builtin;
 use frontend::syntax::{BinOp, ExprKind, Lit, LocalId, VarRef, E};
 use frontend::types::Type;
@@ -295,6 +297,64 @@ fn every_partial_agrees_with_dual_numbers_as_a_number_and_as_a_term() {
         }
     }
     assert!(checked >= 95, "only {checked} partials checked");
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// Calls of builtins and powers in a term (each a libm call in compiled code).
+fn calls(e: &E) -> usize {
+    match &e.kind {
+        ExprKind::App(f, a) => {
+            let head = matches!(f.kind, ExprKind::Var(_, VarRef::Builtin(_)));
+            usize::from(head) + calls(f) + calls(a)
+        }
+        ExprKind::Neg(a) => calls(a),
+        ExprKind::If(c, a, b) => calls(c) + calls(a) + calls(b),
+        ExprKind::Bin(op, a, b) => usize::from(*op == BinOp::Pow) + calls(a) + calls(b),
+        _ => 0,
+    }
+}
+
+/// The rules written in the primitive's result (`partial_terms_at`, what compiled reverse mode
+/// emits with the forward phase's result in scope) agree with dual numbers too; those that read
+/// the result (`reads_result`) make fewer calls than recomputing it, and the others are the
+/// plain rules unchanged.
+#[test]
+fn partials_in_the_result_agree_and_call_less() {
+    let mut failures = Vec::new();
+    let mut fewer = 0;
+    for (p, points) in cases() {
+        for xs in points {
+            let n = xs.len();
+            let vars: Vec<E> = (0..n).map(|i| var(LocalId(i as u32), &format!("x{i}").into(), &Type::Real)).collect();
+            let y = var(LocalId(n as u32), &"y".into(), &Type::Real);
+            let consts: Vec<D> = xs.iter().map(|x| D::c(*x)).collect();
+            let Some(fx) = oracle(p, &consts) else { continue };
+            let mut env: Vec<(LocalId, f64)> = (0..n).map(|i| (LocalId(i as u32), xs[i])).collect();
+            env.push((LocalId(n as u32), fx.v));
+            let (Some(plain), Some(at)) = (partial_terms(p, &vars), partial_terms_at(p, &vars, Some(&y))) else {
+                failures.push(format!("{p:?} at {xs:?}: no rule"));
+                continue;
+            };
+            let (cp, ca): (usize, usize) = (plain.iter().map(calls).sum(), at.iter().map(calls).sum());
+            if reads_result(p) {
+                if ca >= cp {
+                    failures.push(format!("{p:?}: {ca} calls reading the result, {cp} recomputing it"));
+                }
+                fewer += 1;
+            } else if format!("{plain:?}") != format!("{at:?}") {
+                failures.push(format!("{p:?} does not read its result, yet its rule changed"));
+            }
+            for i in 0..n {
+                let seeded: Vec<D> = (0..n).map(|j| D { v: xs[j], d: if i == j { 1.0 } else { 0.0 } }).collect();
+                let Some(want) = oracle(p, &seeded) else { continue };
+                let got = r(eval(&at[i], &env));
+                if !agree(got, want.d) {
+                    failures.push(format!("{p:?} at {xs:?}, ∂/∂x{i} in the result: {got}, dual numbers {}", want.d));
+                }
+            }
+        }
+    }
+    assert!(fewer >= 15, "only {fewer} points of primitives that read their result");
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
 

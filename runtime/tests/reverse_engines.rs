@@ -513,3 +513,36 @@ def main = (hot, grad (f (hot > 1.0)) 2.0, grad (f (hot < 1.0)) hot)";
         }
     });
 }
+
+/// A partial that is a function of the primitive's result (`tanh′ = 1 − y²`, `exp′ = y`,
+/// `sigmoid′ = y(1 − y)`; `adjoint::rules::reads_result`) reads the result the forward phase
+/// computed: the compiled gradient calls each such primitive as often as the primal does, once
+/// per element — the reverse loop of `map tanh x` reads the element from the map's result instead
+/// of calling `tanh` again. Values against the reducer.
+#[test]
+fn partials_read_the_forward_result() {
+    let cases = [
+        // A map used twice: its reverse is a loop of its own.
+        ("let h = map tanh x in dot h h", "$nabla_tanh", 1),
+        ("let h = map (fun v -> sigmoid (2.0 * v)) x in dot h x", "$nabla_sigmoid", 1),
+        // Fused into one loop with the sum.
+        ("sum (map (fun v -> exp (v - x.[0])) x)", "$nabla_exp", 1),
+        // Straight-line code after a loop: the call's result is read across blocks.
+        ("let s = sum x in let e = exp s in e * dot x x", "$nabla_exp", 1),
+        // A power reads x ^ y for its partial in y; its partial in x is another power: the map's
+        // power once, `x.[0] ^ x.[1]` and `x.[0] ^ (x.[1] - 1)`.
+        ("sum (map (fun v -> 1.5 ^ v) x) + x.[0] ^ x.[1]", "$nabla_pow", 3),
+    ];
+    frontend::with_big_stack(|| {
+        for (body, callee, want) in cases {
+            let src = format!("def f (x : Array Real) = {body}\ndef main = grad f [0.5, 1.5, -0.25, 0.75]");
+            let (_, mono) = runtime::prepare(&src, "main").unwrap();
+            let a = runtime::interp::run(&mono).unwrap();
+            let r = runtime::engine::run(&mono).unwrap();
+            assert!(r.note.is_none() && close(&reals(&a), &reals(&r.value)), "{body}: {a} vs {}", r.value);
+            let text = runtime::engine::ir_text(&mono, true).unwrap();
+            let calls = text.lines().filter(|l| l.contains(&format!("call {callee}("))).count();
+            assert_eq!(calls, want, "{body}\n{text}");
+        }
+    });
+}

@@ -1443,6 +1443,21 @@ struct Ad<'a, 'm> {
     folds: FxHashMap<LocalId, bool>,
 }
 
+/// Is `e` a Real primitive applied to its arguments whose partials read its result
+/// (`rules::reads_result`)?
+fn result_prim(e: &E) -> bool {
+    let e = strip(e);
+    match &e.kind {
+        ExprKind::Bin(op, ..) => e.ty == Type::Real && rules::reads_result(Prim::Op(*op)),
+        ExprKind::App(..) => {
+            let (h, args) = anf::anormal::spine(e);
+            matches!(&h.kind, ExprKind::Var(_, VarRef::Builtin(b))
+                if args.len() == b.arity() && rules::reads_result(Prim::Builtin(*b)))
+        }
+        _ => false,
+    }
+}
+
 /// `Array (Array Real)`: its adjoint is a nested accumulator, an outer array of distinct row
 /// accumulators.
 fn is_nested(t: &Type) -> bool {
@@ -2247,12 +2262,15 @@ impl Ad<'_, '_> {
         }
     }
 
-    /// Rule 15 then rule 5 for a Real primitive: each active argument gets `g · ∂f/∂xᵢ`.
-    fn prim(&mut self, out: &mut Vec<Bind>, p: Prim, args: &[E], g: &E, _z: &E) -> R<()> {
+    /// Rule 15 then rule 5 for a Real primitive: each active argument gets `g · ∂f/∂xᵢ`. A
+    /// partial that is a function of the result (`tanh′ = 1 − z²`, `exp′ = z`, …) reads the
+    /// result `z`, which the forward phase bound in the same scope (a loop body's reverse
+    /// recomputes or reads its primal first), instead of calling the primitive again.
+    fn prim(&mut self, out: &mut Vec<Bind>, p: Prim, args: &[E], g: &E, z: &E) -> R<()> {
         if args.iter().any(|a| a.ty != Type::Real) {
             return Ok(()); // Int arithmetic: discrete.
         }
-        let Some(ps) = rules::partial_terms(p, args) else {
+        let Some(ps) = rules::partial_terms_at(p, args, Some(z)) else {
             return self.err("a primitive without a derivative rule (internal)");
         };
         for (a, d) in args.iter().zip(ps) {
@@ -2263,6 +2281,9 @@ impl Ad<'_, '_> {
                 g.clone()
             } else if rules::is_minus_one(&d) {
                 self.emit(out, "d", mk(ExprKind::Neg(g.clone()), Type::Real))
+            } else if rules::is_one(g) {
+                // The cotangent 1 (a fused loop's unit reverse): the partial itself.
+                self.emit(out, "d", d)
             } else {
                 self.emit(out, "d", rbin(BinOp::Mul, g, &d))
             };
@@ -2300,7 +2321,7 @@ impl Ad<'_, '_> {
                 }
                 Ok(())
             }
-            B::Map | B::ZipWith | B::Build => self.rev_elementwise(out, b, args, g),
+            B::Map | B::ZipWith | B::Build => self.rev_elementwise(out, b, args, &zv, g),
             // The transform's own builtins, for nested pullbacks (an inner site's output
             // differentiated by an outer one). Each is linear in its array argument: its
             // adjoint moves to the input after the other arguments' adjoints have read it.
@@ -2968,9 +2989,11 @@ impl Ad<'_, '_> {
         self.emit(out, "chk", if_(&c, fail, unit));
     }
 
-    /// `map f xs`, `zipWith f xs ys`, `build n f`: elementwise; the reverse loop recomputes each
-    /// element's primal and runs the body's reverse with the element of the result's adjoint.
-    fn rev_elementwise(&mut self, out: &mut Vec<Bind>, b: Builtin, args: &[E], g: Adj) -> R<()> {
+    /// `map f xs`, `zipWith f xs ys`, `build n f` (its result `z`): elementwise; the reverse loop
+    /// recomputes each element's primal and runs the body's reverse with the element of the
+    /// result's adjoint. An element that is a primitive whose partial reads its result
+    /// (`rules::reads_result`: `map tanh xs`) is read from `z`, not computed again.
+    fn rev_elementwise(&mut self, out: &mut Vec<Bind>, b: Builtin, args: &[E], z: &E, g: Adj) -> R<()> {
         // The result's adjoint: an accumulator read at i, or a broadcast scalar read as is.
         let (gz, gb) = match g {
             Adj::A(gz) => (Some(gz), None),
@@ -2992,7 +3015,13 @@ impl Ad<'_, '_> {
         let carried = self.captures(&refs);
         let lam_rev = self.loop_lambda(&n, false, &carried, &[], &mut |ad, bo, i, _| {
             let (binds, res) = ad.elementwise_binds(&lamf, b, &arrays, i)?;
+            let start = bo.len();
             ad.forward(bo, &binds, &res)?;
+            if let Some(r) = local(&res) {
+                if let Some(rb) = bo[start..].iter_mut().find(|rb| rb.id == r && result_prim(&rb.rhs)) {
+                    rb.rhs = index(z, i);
+                }
+            }
             let gi = match (&gz, &gb) {
                 (Some(gz), _) => {
                     let gi = ad.emit(bo, "g", index(gz, i));

@@ -19,6 +19,19 @@ fn is_simple(e: &E) -> bool {
     }
 }
 
+/// A literal or a local variable of type Real or Int, possibly bound first (`let t = 0.0 in t`, as
+/// A-normal form writes a branch): a word, evaluated by reading it, with no effect.
+fn scalar_atom(e: &E) -> bool {
+    let plain = |x: &E| matches!(x.kind, ExprKind::Lit(_) | ExprKind::Var(_, VarRef::Local(_)));
+    matches!(e.ty, Type::Real | Type::Int)
+        && match &e.kind {
+            ExprKind::Let(p, rhs, body) => {
+                matches!(p.kind, frontend::syntax::PatKind::Var(..)) && plain(rhs) && scalar_atom(body)
+            }
+            _ => plain(e),
+        }
+}
+
 impl Lowerer<'_> {
     /// Lowers `e` in the current function and block.
     pub(crate) fn expr(&mut self, e: &E) -> R<LVal> {
@@ -57,6 +70,14 @@ impl Lowerer<'_> {
                 };
                 self.bind(p, v)?;
                 self.expr(body)
+            }
+            // `if c then a else b` choosing between two scalar atoms (a derivative's `if x > y
+            // then 0.0 else 1.0`): nothing to run in either branch, so a `select`, no branch.
+            ExprKind::If(c, a, b) if scalar_atom(a) && scalar_atom(b) => {
+                let cv = self.expr(c)?.word()?;
+                let av = self.expr(a)?.word()?;
+                let bv = self.expr(b)?.word()?;
+                Ok(LVal::Word(self.b().select(cv, av, bv)))
             }
             ExprKind::If(c, a, b) => {
                 let cv = self.expr(c)?.word()?;
