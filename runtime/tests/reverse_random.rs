@@ -22,7 +22,7 @@
 //! largest component: those forms sum terms that cancel). Another draws 60 over inputs nested
 //! deeper: `Array (Array (Array Real))` (entries, maps and folds over blocks and rows, a block
 //! captured by a loop, a new 3-deep array, an outer gradient through one, a gradient of a
-//! gradient) and arrays of tuples holding arrays (`Array (Real * Array Real)`, `Array (Array Real
+//! gradient, a `vjp` whose deep cotangent may not match the output) and arrays of tuples holding arrays (`Array (Real * Array Real)`, `Array (Array Real
 //! * Array Real)`).
 
 mod pullback_gen;
@@ -316,8 +316,9 @@ fn tensor_literal(blocks: usize, rows: usize, point: &[f64]) -> String {
 /// The `main` of one case over an input nested deeper than `Array (Array Real)`: an
 /// `Array (Array (Array Real))` `t` (2 × `rows` × `n`) — entries `t.[b].[i].[j]`, `map`/`fold`
 /// over blocks and rows, a block read whole and captured by a loop, a new 3-deep array made by
-/// `map`, an outer gradient through one — or an array of tuples holding arrays (`Array (Real *
-/// Array Real)`, `Array (Array Real * Array Real)`), read by projections, `map` and `fold`.
+/// `map`, an outer gradient through one, a `vjp` with a deep cotangent (of the output's shape or
+/// not) — or an array of tuples holding arrays (`Array (Real * Array Real)`, `Array (Array Real
+/// * Array Real)`), read by projections, `map` and `fold`.
 fn deep_context(form: u64, n: usize, point: &[f64], rng: &mut Rng) -> String {
     let scale = lit(((rng.unit() * 4.0 - 2.0) * 4.0).round() / 4.0);
     let rows = 2 + rng.below(2) as usize;
@@ -380,6 +381,41 @@ fn deep_context(form: u64, n: usize, point: &[f64], rng: &mut Rng) -> String {
             spread("t"),
             row("r")
         ),
+        // vjp of a function to a 3-deep array or to an array of pairs holding arrays, with a
+        // cotangent of the output's shape or (one in three) with an entry's array one shorter:
+        // then both engines report the same first mismatch, with its path.
+        9 => {
+            let short = (rng.below(3) == 0).then(|| (rng.below(2) as usize, rng.below(rows as u64) as usize));
+            let entries = |k: usize, rng: &mut Rng| -> String {
+                array_literal(&(0..k).map(|_| (rng.unit() * 4.0 - 2.0).round() / 2.0).collect::<Vec<_>>())
+            };
+            let width = |b: usize, r: usize| if short == Some((b, r)) { n - 1 } else { n };
+            if rng.below(2) == 0 {
+                let ct: Vec<String> = (0..2)
+                    .map(|b| {
+                        format!("[{}]", (0..rows).map(|r| entries(width(b, r), rng)).collect::<Vec<_>>().join(", "))
+                    })
+                    .collect();
+                format!(
+                    "def h (t : {ty}) : {ty} =\n  \
+                     let v = {} in map (fun m -> map (fun r -> map (fun x -> v * x) r) m) t\n\
+                     def main = vjp h {t} [{}]\n",
+                    spread("t"),
+                    ct.join(", ")
+                )
+            } else {
+                let ct: Vec<String> =
+                    (0..rows).map(|r| format!("({}, {})", lit(rng.unit() - 0.5), entries(width(0, r), rng))).collect();
+                format!(
+                    "def h (ps : Array (Real * Array Real)) : Array (Real * Array Real) =\n  \
+                     map (fun (a, v) -> (a * {}, map (fun x -> x * a) v)) ps\n\
+                     def main = vjp h {} [{}]\n",
+                    row("v"),
+                    pairs(&|r| lit(0.5 + 0.25 * r as f64)),
+                    ct.join(", ")
+                )
+            }
+        }
         // An array of pairs of vectors, folded.
         _ => format!(
             "def main = grad (fun (qs : Array (Array Real * Array Real)) ->\n  \
@@ -395,7 +431,7 @@ fn compiled_gradients_over_deeper_arrays_and_tuples_of_arrays_equal_the_reducers
     sweep(Sweep {
         seed: 0xdee9_a77a_u64,
         programs: PROGRAMS / 5,
-        forms: 9,
+        forms: 10,
         context: deep_context,
         close: close_normwise,
         floor: 30,

@@ -769,41 +769,48 @@ impl<'m> Transform<'m> {
         }
     }
 
-    /// Emits `ctCheck'` for each array in the output `y` against the cotangent `c` (their tuple
-    /// components walked together; `path` the components so far as base-128 digits, `digit` the
-    /// next digit's weight): the interpreter's `cotangent_mismatch`, at the site.
-    fn check_cotangent(&mut self, out: &mut Vec<Bind>, y: &E, c: &E, path: i64, digit: i64) -> R<()> {
+    /// Emits `ctCheck'` for each array in the output `y` against the cotangent `c`, at any depth,
+    /// in the interpreter's order (`cotangent_mismatch`: an array's length, then its elements in
+    /// order, each a loop over the indices; a tuple's components in order), so the first
+    /// mismatch is the same one, reported at the site with the path to it (`path`: the steps from
+    /// the output, `ctCheck'`'s shape word and the element indices).
+    fn check_cotangent(&mut self, out: &mut Vec<Bind>, y: &E, c: &E, path: &mut Vec<Step>) -> R<()> {
         match (&y.ty, &c.ty) {
-            // The interpreter's check walks every array of a deeper cotangent; not compiled yet.
-            (Type::Array(_), Type::Array(_)) if is_deep(&y.ty) && !is_nested(&y.ty) => {
-                return Err(not(format!("a `vjp` with a cotangent of type {}", c.ty), self.span));
-            }
-            (Type::Array(_), Type::Array(_)) => {
+            (Type::Array(et), Type::Array(_)) => {
                 let n = self.bind(out, "n", call(Builtin::Len, std::slice::from_ref(y), Type::Int));
                 let m = self.bind(out, "m", call(Builtin::Len, std::slice::from_ref(c), Type::Int));
-                let chk = at_span(call(Builtin::CtCheck, &[n.clone(), m, int(path)], Type::Unit), self.span);
+                let steps: Vec<Option<i64>> =
+                    path.iter().map(|s| if let Step::Comp(k) = s { Some(*k as i64 + 1) } else { None }).collect();
+                let Some(shape) = anf::ir::cotangent_shape(&steps) else {
+                    return Err(not(format!("a `vjp` with a cotangent of type {} this deep", c.ty), self.span));
+                };
+                let mut idx: Vec<E> =
+                    path.iter().filter_map(|s| if let Step::At(i) = s { Some(i.clone()) } else { None }).collect();
+                let idx = match idx.len() {
+                    0 => mk(ExprKind::Lit(Lit::Unit), Type::Unit),
+                    1 => idx.remove(0),
+                    _ => tuple(idx),
+                };
+                let chk = at_span(call(Builtin::CtCheck, &[n.clone(), m, int(shape), idx], Type::Unit), self.span);
                 self.bind(out, "chk", chk);
-                if is_nested(&y.ty) && is_nested(&c.ty) {
-                    // Each row too, its number in the path (the outer lengths are equal by now):
-                    // iterate' n (λs. (s.0 + 1, ctCheck' (len y.[s.0]) (len c.[s.0]) (path + (s.0 + 1)·2³²))) (0, ()).
+                if holds_array(et) {
+                    // Each element too (the lengths are equal by now):
+                    // iterate' n (λs. let k = s.0 in <check y.[k] against c.[k]>; (k + 1, ())) (0, ()).
                     let sty = Type::tuple(vec![Type::Int, Type::Unit]);
                     let sid = self.fresh();
                     let s = var(sid, &"s".into(), &sty);
                     let mut bo = Vec::new();
                     let k = self.bind(&mut bo, "k", proj(&s, 0));
+                    let yk = self.bind(&mut bo, "y", index(y, &k));
+                    let ck = self.bind(&mut bo, "c", index(c, &k));
+                    path.push(Step::At(k.clone()));
+                    let r = self.check_cotangent(&mut bo, &yk, &ck, path);
+                    path.pop();
+                    r?;
                     let k1 = self.bind(&mut bo, "k", bin(BinOp::Add, &k, &int(1), Type::Int));
-                    let yr = self.bind(&mut bo, "y", index(y, &k));
-                    let cr = self.bind(&mut bo, "c", index(c, &k));
-                    let a = self.bind(&mut bo, "n", call(Builtin::Len, &[yr], Type::Int));
-                    let b = self.bind(&mut bo, "m", call(Builtin::Len, &[cr], Type::Int));
-                    let row = self.bind(&mut bo, "p", bin(BinOp::Mul, &k1, &int(1 << 32), Type::Int));
-                    let p = self.bind(&mut bo, "p", bin(BinOp::Add, &row, &int(path), Type::Int));
-                    let chk = at_span(call(Builtin::CtCheck, &[a, b, p], Type::Unit), self.span);
-                    let chk = self.bind(&mut bo, "chk", chk);
-                    let step = lam(sid, &"s".into(), &sty, lets(bo, tuple(vec![k1, chk])));
                     let unit = mk(ExprKind::Lit(Lit::Unit), Type::Unit);
-                    let init = tuple(vec![int(0), unit]);
-                    self.bind(out, "chk", call(Builtin::RevIterate, &[n, step, init], sty));
+                    let step = lam(sid, &"s".into(), &sty, lets(bo, tuple(vec![k1, unit.clone()])));
+                    self.bind(out, "chk", call(Builtin::RevIterate, &[n, step, tuple(vec![int(0), unit])], sty));
                 }
             }
             (Type::Tuple(ts), Type::Tuple(_)) => {
@@ -811,15 +818,12 @@ impl<'m> Transform<'m> {
                     if !holds_array(&ts[i]) {
                         continue;
                     }
-                    // Deeper than the payload holds: the arrays are still checked, without a path.
-                    let (p, d) = if digit < (1 << 14) && i < 127 {
-                        (path + digit * (i as i64 + 1), digit * 128)
-                    } else {
-                        (0, digit)
-                    };
                     let yi = self.bind(out, "y", proj(y, i));
                     let ci = self.bind(out, "c", proj(c, i));
-                    self.check_cotangent(out, &yi, &ci, p, d)?;
+                    path.push(Step::Comp(i));
+                    let r = self.check_cotangent(out, &yi, &ci, path);
+                    path.pop();
+                    r?;
                 }
             }
             _ => {}
@@ -1296,7 +1300,7 @@ impl<'m> Transform<'m> {
         let start = out.len();
         ad.forward(out, &binds, &res)?;
         if check {
-            ad.t.check_cotangent(out, &res, ct, 0, 1)?;
+            ad.t.check_cotangent(out, &res, ct, &mut Vec::new())?;
         }
         let middle = out.len();
         if let Some(seed) = ad.decompose(out, ct, false)? {
