@@ -5,9 +5,10 @@
 //! differentiates it in one of several contexts a user writes: `grad` at a scalar or tuple point,
 //! `grad` over an array whose elements feed `f`, `vjp` of a tuple-valued function with a
 //! cotangent, `jacobian` of an array-valued map, `f` passed as a function-typed argument to a
-//! higher-order helper (and as a closure through `fold`), `<+>` of `f` and a change read from an
-//! array of changes (or a `fold` over them), a dual map on an array space with `f` in it applied
-//! to a tangent, and a gradient nested around it.
+//! higher-order helper (and as a closure through `fold`), and a gradient nested around it; and 60
+//! (`compiled_gradients_through_changes_and_dual_maps_equal_the_reducers`) through `<+>` of `f`
+//! and a change read from an array of changes (or a `fold` over them) and through a dual map on an
+//! array space with `f` in it applied to a tangent.
 //!
 //! The compiled result (`adjoint::reverse`, then lowering, `anf::opt` and the JIT) must equal the
 //! reducer's within 1e-9 relative (NaN matching NaN), and the engine must not fall back to the
@@ -109,42 +110,6 @@ fn context(form: u64, n: usize, point: &[f64], rng: &mut Rng) -> String {
             f_through(n, "y", point),
             array_literal(&[point[0], point[0] * 0.5 + 0.125, -point[0]])
         ),
-        // `<+>` of a change read from an array of changes (ILC's rule (⊕) at the point): an
-        // array literal of changes whose values depend on the input (constants at the point),
-        // read at each index, or folded over.
-        7 => {
-            let cs: Vec<String> = (0..3)
-                .map(|_| match rng.below(4) {
-                    0 => format!("replace {scale}"),
-                    1 => format!("gchange (group (fun a b -> a * b) (fun a -> 1.0 / a) 1.0) ({scale} * y)"),
-                    _ => format!("gchange realGroup (y * {scale})"),
-                })
-                .collect();
-            let body = if rng.below(2) == 0 {
-                format!("{} <+> cs.[k]", f_through(n, "y", point))
-            } else {
-                format!("fold (fun acc d -> (acc * 0.5) <+> d) ({}) cs + toReal k", f_through(n, "y", point))
-            };
-            format!(
-                "def main = build 3 (fun k -> grad (fun (y : Real) -> let cs = [{}] in {body}) {})\n",
-                cs.join(", "),
-                lit(point[0])
-            )
-        }
-        // A dual map on an array space applied to a tangent, with f in its coefficients and in
-        // the tangent (precomposition, ⟨w, S[t/v]⟩), let-bound and applied twice or not.
-        8 => {
-            let d = format!(
-                "dual (fun (v : Array Real) -> v.[0] * ({}) + {scale} * sum v) (star y)",
-                f_through(n, "y", point)
-            );
-            let body = if rng.below(2) == 0 {
-                format!("({d}) [y, {}]", f_through(n, "y", point))
-            } else {
-                format!("let d = {d} in d [1.0, y] + d [y * y]")
-            };
-            format!("def main = grad (fun (y : Real) -> {body}) {}\n", lit(point[0]))
-        }
         // a gradient around the whole gradient: the inner one differentiated again (nested).
         _ => format!(
             "def main = grad (fun (y : Real) -> y * {scale} + (grad (fun (z : Real) -> {}) y)) {}\n",
@@ -211,7 +176,65 @@ fn sweep(sw: Sweep) {
 
 #[test]
 fn compiled_gradients_of_random_programs_equal_the_reducers() {
-    sweep(Sweep { seed: 0x7e57_0bad_u64, programs: PROGRAMS, forms: 9, context, close, floor: 20 });
+    sweep(Sweep { seed: 0x7e57_0bad_u64, programs: PROGRAMS, forms: 7, context, close, floor: 20 });
+}
+
+/// Contexts around `f` through ILC's changes and dual maps: `<+>` of `f` and a change read from
+/// an array literal of changes whose values depend on the input (constants at the point), at
+/// each index or folded over; a dual map on an array space with `f` in its coefficients and its
+/// tangent, applied (let-bound and applied twice, or not).
+fn change_and_dual_context(form: u64, n: usize, point: &[f64], rng: &mut Rng) -> String {
+    let scale = lit(((rng.unit() * 4.0 - 2.0) * 4.0).round() / 4.0);
+    match form {
+        // `<+>` of a change read from an array of changes (ILC's rule (⊕) at the point): an
+        // array literal of changes whose values depend on the input (constants at the point),
+        // read at each index, or folded over.
+        0 => {
+            let cs: Vec<String> = (0..3)
+                .map(|_| match rng.below(4) {
+                    0 => format!("replace {scale}"),
+                    1 => format!("gchange (group (fun a b -> a * b) (fun a -> 1.0 / a) 1.0) ({scale} * y)"),
+                    _ => format!("gchange realGroup (y * {scale})"),
+                })
+                .collect();
+            let body = if rng.below(2) == 0 {
+                format!("({} <+> cs.[k]) + 0.5 * y", f_through(n, "y", point))
+            } else {
+                format!("fold (fun acc d -> (acc * 0.5) <+> d) ({}) cs + 0.5 * y + toReal k", f_through(n, "y", point))
+            };
+            format!(
+                "def main = build 3 (fun k -> grad (fun (y : Real) -> let cs = [{}] in {body}) {})\n",
+                cs.join(", "),
+                lit(point[0])
+            )
+        }
+        // A dual map on an array space applied to a tangent, with f in its coefficients and in
+        // the tangent (precomposition, ⟨w, S[t/v]⟩), let-bound and applied twice or not.
+        _ => {
+            let d = format!(
+                "dual (fun (v : Array Real) -> v.[0] * ({}) + {scale} * sum v) (star y)",
+                f_through(n, "y", point)
+            );
+            let body = if rng.below(2) == 0 {
+                format!("({d}) [y, {}]", f_through(n, "y", point))
+            } else {
+                format!("let d = {d} in d [1.0, y] + d [y * y]")
+            };
+            format!("def main = grad (fun (y : Real) -> {body} + 0.5 * y) {}\n", lit(point[0]))
+        }
+    }
+}
+
+#[test]
+fn compiled_gradients_through_changes_and_dual_maps_equal_the_reducers() {
+    sweep(Sweep {
+        seed: 0xc4a9_6e00_u64,
+        programs: PROGRAMS / 5,
+        forms: 2,
+        context: change_and_dual_context,
+        close,
+        floor: 4,
+    });
 }
 
 /// `f` applied to `args`.
