@@ -124,10 +124,11 @@ builtins! {
     // `iterate` whose body allocates nothing: compiled without compaction (its carried arrays are
     // accumulators or tapes, updated in place, never rebuilt).
     RevIterate = "iterate'" : "Int -> ('a -> 'a) -> 'a -> 'a";
-    // `ctCheck' n m path`: a vjp's cotangent has the output's length (`n`, the cotangent's `m`),
-    // else the error `vjp: the cotangent does not match…` (`path`: the tuple components it is in,
-    // `ir::TrapCode::CotangentLength`).
-    CtCheck = "ctCheck'" : "Int -> Int -> Int -> Unit";
+    // `ctCheck' n m shape idx`: a vjp's cotangent has the output's length (`n`, the cotangent's
+    // `m`), else the error `vjp: the cotangent does not match…` at the path to the array (`shape`
+    // its steps, `idx` the indices of its element steps: an Int, a tuple of them or `()`;
+    // `anf::ir::cotangent_path`).
+    CtCheck = "ctCheck'" : "Int -> Int -> Int -> 'a -> Unit";
     // Accumulators of `Array (Array Real)` (rows of distinct accumulators, each updated in
     // place): `accAdd2' A i j v` adds v to A.[i].[j]; `accRow' A i s y` adds s·y to the row
     // A.[i]; `accRowAll' A i s` adds s to every element of A.[i].

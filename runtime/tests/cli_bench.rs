@@ -26,7 +26,7 @@ fn bench_reports_both_engines() {
     let h = dir.join("pullback.nbl");
     std::fs::write(
         &h,
-        "def main = vjp (fun (c : Array (Array (Array Real))) -> map (fun m -> map (fun r -> map (fun y -> y * y) r) m) c) [[[1.0], [2.0]]] [[[1.0], [1.0]]]\n",
+        "def main = grad (fun (g : Real) -> (fold (fun (h : Real -> Real) (k : Real) -> fun (y : Real) -> h (y * k)) (fun (y : Real) -> y * y) [if g > 0.0 then 1.0 else 0.5]) g) 3.0\n",
     )
     .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_nabla")).arg("bench").arg(&h).output().unwrap();

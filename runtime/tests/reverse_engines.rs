@@ -20,10 +20,12 @@ const MUST_COMPILE: &[&str] = &[
     "pb_arrays_of_tuples_with_arrays",
     "pb_closures_chosen_by_if",
     "pb_oplus_chosen_change",
+    "pb_oplus_array_change",
     "pb_kmeans_dir",
     "pb_nearest",
     "pb_dual_applied_nested",
     "pb_dual_maps",
+    "pb_dual_maps_arrays",
     "pb_nested_explicit_array",
     "pb_star_unstar",
     "pb_build_index",
@@ -66,6 +68,7 @@ const MUST_COMPILE: &[&str] = &[
     "pb_transcendental",
     "pb_tuple_input",
     "pb_vjp",
+    "pb_vjp_deep",
     "pb_while",
     "pb_while_solver",
     "pb_zipwith",
@@ -161,6 +164,158 @@ def main = (grad rosen x0, byhand x0)
             for (x, y) in a.iter().zip(&b) {
                 assert!((x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0), "{x} vs {y}");
             }
+        }
+    });
+}
+
+/// A `vjp`'s cotangent is checked against the output at every depth in compiled code, in the
+/// reducer's order (an array's length, then its elements in order; a tuple's components in
+/// order), and the first mismatch is reported with its path and both lengths at the `vjp`, the
+/// same error in both engines; an error of the primal comes first.
+#[test]
+fn cotangents_are_checked_at_any_depth() {
+    let deep = "def f (x : Array Real) = build 2 (fun i -> build 2 (fun j -> map (fun v -> v * toReal (i + j)) x))\n";
+    let cases = [
+        (
+            format!("{deep}def main = vjp f [1.0, 2.0] [[[1.0, 1.0], [1.0, 1.0]], [[1.0], [1.0, 1.0, 1.0]]]"),
+            "vjp: the cotangent does not match the function's output at element 1, element 0: the output has length 2 but the cotangent has length 1",
+        ),
+        (
+            format!("{deep}def main = vjp f [1.0, 2.0] [[[1.0, 1.0], [1.0, 1.0]], [[1.0, 1.0], [1.0]], [[1.0]]]"),
+            "vjp: the cotangent does not match the function's output: the output has length 2 but the cotangent has length 3",
+        ),
+        (
+            format!("{deep}def main = vjp f [1.0, 2.0] [[[1.0, 1.0]], [[1.0], [1.0, 1.0]]]"),
+            "vjp: the cotangent does not match the function's output at element 0: the output has length 2 but the cotangent has length 1",
+        ),
+        // Inside a loop: the indices are the run's.
+        (
+            format!(
+                "{deep}def main = build 3 (fun k -> vjp f [1.0, 2.0] (build 2 (fun i -> build 2 (fun j -> build (if k == 2 && i + j == 2 then 1 else 2) (fun l -> 1.0)))))"
+            ),
+            "vjp: the cotangent does not match the function's output at element 1, element 1: the output has length 2 but the cotangent has length 1",
+        ),
+        // Tuples around and inside arrays: component 1's deep array before component 2.
+        (
+            format!("{deep}def g (x : Array Real) = (f x, map (fun v -> (v, [v])) x)\ndef main = vjp g [1.0, 2.0] ([[[1.0, 1.0], [1.0, 1.0]], [[1.0, 1.0], [1.0, 1.0, 0.0]]], [(1.0, [1.0]), (1.0, [])])"),
+            "vjp: the cotangent does not match the function's output at component 1, element 1, element 1: the output has length 2 but the cotangent has length 3",
+        ),
+        (
+            format!("{deep}def g (x : Array Real) = (f x, map (fun v -> (v, [v])) x)\ndef main = vjp g [1.0, 2.0] ([[[1.0, 1.0], [1.0, 1.0]], [[1.0, 1.0], [1.0, 1.0]]], [(1.0, [1.0]), (1.0, [])])"),
+            "vjp: the cotangent does not match the function's output at component 2, element 1, component 2: the output has length 1 but the cotangent has length 0",
+        ),
+        // Discrete arrays are checked too.
+        (
+            "def main = vjp (fun (x : Array Real) -> (x.[0], [[1, 2], [3]])) [1.0] (1.0, [[0, 0], [0, 0]])".to_string(),
+            "vjp: the cotangent does not match the function's output at component 2, element 1: the output has length 1 but the cotangent has length 2",
+        ),
+        // The primal's error comes first.
+        (
+            "def f (x : Array Real) = build 2 (fun i -> [[x.[i + 1]]])\ndef main = vjp f [1.0, 2.0] [[[1.0]], [[1.0, 2.0]]]".to_string(),
+            "index 2 out of bounds for length 2",
+        ),
+    ];
+    frontend::with_big_stack(|| {
+        for (src, msg) in &cases {
+            let (_, mono) = runtime::prepare(src, "main").unwrap();
+            assert!(
+                matches!(adjoint::reverse::transform(&mono), Ok(Some(t)) if t.interpreted.is_none()),
+                "{src} falls back"
+            );
+            let a = runtime::interp::run(&mono).expect_err(src);
+            let b = match runtime::engine::run(&mono) {
+                Ok(r) => panic!("{src}: compiled gave {} ({:?})", r.value, r.note),
+                Err(d) => d,
+            };
+            assert_eq!(&a.message, msg, "{src}");
+            assert_eq!((&b.message, b.span), (&a.message, a.span), "{src}");
+        }
+    });
+}
+
+/// `<+>` of a change read from an array compiles (the change element i is chosen by `if` on i
+/// from a literal, or recomputed from `build`'s or `map`'s function), and the read keeps its
+/// bounds check: the same error, at the same place, in both engines.
+#[test]
+fn changes_read_from_arrays_keep_their_errors() {
+    let cases = [
+        (
+            "def ds = [replace 1.0, gchange realGroup 0.5]\ndef main = grad (fun (g : Real) -> (g * g) <+> ds.[2]) 1.0",
+            "index 2 out of bounds for length 2",
+        ),
+        (
+            "def f (k : Int) (g : Real) = let cs = build 2 (fun i -> gchange realGroup (g * toReal i)) in (g * g) <+> cs.[k]\ndef main = build 3 (fun k -> grad (f (1 - k)) 2.0)",
+            "index -1 out of bounds for length 2",
+        ),
+        (
+            "def f (k : Int) (g : Real) = let cs = map (fun x -> gchange realGroup (x * g)) [1.0, 2.0] in (g * g) <+> cs.[k]\ndef main = build 4 (fun k -> grad (f k) 2.0)",
+            "index 2 out of bounds for length 2",
+        ),
+        // An error in a user group's operation, applied by the update.
+        (
+            "def f (k : Int) (g : Real) = (g * g) <+> [gchange (group (fun a b -> a * b + toReal (1 / k)) (fun a -> a) 0.0) 2.0].[0]\ndef main = (grad (f 1) 1.0, grad (f 0) 1.0)",
+            "division by zero",
+        ),
+    ];
+    frontend::with_big_stack(|| {
+        for (src, msg) in cases {
+            let (_, mono) = runtime::prepare(src, "main").unwrap();
+            assert!(
+                matches!(adjoint::reverse::transform(&mono), Ok(Some(t)) if t.interpreted.is_none()),
+                "{src} falls back"
+            );
+            let a = runtime::interp::run(&mono).expect_err(src);
+            let b = match runtime::engine::run(&mono) {
+                Ok(r) => panic!("{src}: compiled gave {} ({:?})", r.value, r.note),
+                Err(d) => d,
+            };
+            assert_eq!(a.message, msg, "{src}");
+            assert_eq!((&b.message, b.span), (&a.message, a.span), "{src}");
+        }
+    });
+}
+
+/// A dual map on an array space applied to a tangent compiles as precomposition, ⟨w, S[t/v]⟩;
+/// errors come in the reducer's order: W's, then S's coefficients (where the dual is made, even
+/// when it is never applied), then the tangent's and the rest of S's.
+#[test]
+fn dual_maps_on_array_spaces_keep_their_errors() {
+    let cases = [
+        (
+            "def main = let xs = [1.0] in let d = dual (fun (v : Array Real) -> v.[0] * xs.[3]) (star [1.0].[2]) in 0.0",
+            "index 2 out of bounds for length 1",
+        ),
+        (
+            "def main = let xs = [1.0] in let d = dual (fun (v : Array Real) -> v.[0] * xs.[3] + v.[1] * xs.[2]) (star 1.0) in 0.0",
+            "index 3 out of bounds for length 1",
+        ),
+        (
+            "def main = let xs = [1.0] in (dual (fun (v : Array Real) -> v.[0] * xs.[3]) (star 1.0)) [xs.[4]]",
+            "index 3 out of bounds for length 1",
+        ),
+        (
+            "def main = let xs = [1.0] in (dual (fun (v : Array Real) -> v.[2] * xs.[0]) (star 1.0)) [xs.[0]]",
+            "index 2 out of bounds for length 1",
+        ),
+        (
+            "def main = grad (fun p -> let d = dual (fun (v : Array Real) -> p * v.[1]) (star p) in d [p] + d [2.0, 1.0]) 2.0",
+            "index 1 out of bounds for length 1",
+        ),
+    ];
+    frontend::with_big_stack(|| {
+        for (src, msg) in cases {
+            let (_, mono) = runtime::prepare(src, "main").unwrap();
+            assert!(
+                matches!(adjoint::reverse::transform(&mono), Ok(Some(t)) if t.interpreted.is_none()),
+                "{src} falls back"
+            );
+            let a = runtime::interp::run(&mono).expect_err(src);
+            let b = match runtime::engine::run(&mono) {
+                Ok(r) => panic!("{src}: compiled gave {} ({:?})", r.value, r.note),
+                Err(d) => d,
+            };
+            assert_eq!(a.message, msg, "{src}");
+            assert_eq!((&b.message, b.span), (&a.message, a.span), "{src}");
         }
     });
 }

@@ -5,7 +5,10 @@
 //! differentiates it in one of several contexts a user writes: `grad` at a scalar or tuple point,
 //! `grad` over an array whose elements feed `f`, `vjp` of a tuple-valued function with a
 //! cotangent, `jacobian` of an array-valued map, `f` passed as a function-typed argument to a
-//! higher-order helper (and as a closure through `fold`), and a gradient nested around it.
+//! higher-order helper (and as a closure through `fold`), and a gradient nested around it; and 60
+//! (`compiled_gradients_through_changes_and_dual_maps_equal_the_reducers`) through `<+>` of `f`
+//! and a change read from an array of changes (or a `fold` over them) and through a dual map on an
+//! array space with `f` in it applied to a tangent.
 //!
 //! The compiled result (`adjoint::reverse`, then lowering, `anf::opt` and the JIT) must equal the
 //! reducer's within 1e-9 relative (NaN matching NaN), and the engine must not fall back to the
@@ -22,7 +25,7 @@
 //! largest component: those forms sum terms that cancel). Another draws 60 over inputs nested
 //! deeper: `Array (Array (Array Real))` (entries, maps and folds over blocks and rows, a block
 //! captured by a loop, a new 3-deep array, an outer gradient through one, a gradient of a
-//! gradient) and arrays of tuples holding arrays (`Array (Real * Array Real)`, `Array (Array Real
+//! gradient, a `vjp` whose deep cotangent may not match the output) and arrays of tuples holding arrays (`Array (Real * Array Real)`, `Array (Array Real
 //! * Array Real)`).
 
 mod pullback_gen;
@@ -176,6 +179,64 @@ fn compiled_gradients_of_random_programs_equal_the_reducers() {
     sweep(Sweep { seed: 0x7e57_0bad_u64, programs: PROGRAMS, forms: 7, context, close, floor: 20 });
 }
 
+/// Contexts around `f` through ILC's changes and dual maps: `<+>` of `f` and a change read from
+/// an array literal of changes whose values depend on the input (constants at the point), at
+/// each index or folded over; a dual map on an array space with `f` in its coefficients and its
+/// tangent, applied (let-bound and applied twice, or not).
+fn change_and_dual_context(form: u64, n: usize, point: &[f64], rng: &mut Rng) -> String {
+    let scale = lit(((rng.unit() * 4.0 - 2.0) * 4.0).round() / 4.0);
+    match form {
+        // `<+>` of a change read from an array of changes (ILC's rule (⊕) at the point): an
+        // array literal of changes whose values depend on the input (constants at the point),
+        // read at each index, or folded over.
+        0 => {
+            let cs: Vec<String> = (0..3)
+                .map(|_| match rng.below(4) {
+                    0 => format!("replace {scale}"),
+                    1 => format!("gchange (group (fun a b -> a * b) (fun a -> 1.0 / a) 1.0) ({scale} * y)"),
+                    _ => format!("gchange realGroup (y * {scale})"),
+                })
+                .collect();
+            let body = if rng.below(2) == 0 {
+                format!("({} <+> cs.[k]) + 0.5 * y", f_through(n, "y", point))
+            } else {
+                format!("fold (fun acc d -> (acc * 0.5) <+> d) ({}) cs + 0.5 * y + toReal k", f_through(n, "y", point))
+            };
+            format!(
+                "def main = build 3 (fun k -> grad (fun (y : Real) -> let cs = [{}] in {body}) {})\n",
+                cs.join(", "),
+                lit(point[0])
+            )
+        }
+        // A dual map on an array space applied to a tangent, with f in its coefficients and in
+        // the tangent (precomposition, ⟨w, S[t/v]⟩), let-bound and applied twice or not.
+        _ => {
+            let d = format!(
+                "dual (fun (v : Array Real) -> v.[0] * ({}) + {scale} * sum v) (star y)",
+                f_through(n, "y", point)
+            );
+            let body = if rng.below(2) == 0 {
+                format!("({d}) [y, {}]", f_through(n, "y", point))
+            } else {
+                format!("let d = {d} in d [1.0, y] + d [y * y]")
+            };
+            format!("def main = grad (fun (y : Real) -> {body} + 0.5 * y) {}\n", lit(point[0]))
+        }
+    }
+}
+
+#[test]
+fn compiled_gradients_through_changes_and_dual_maps_equal_the_reducers() {
+    sweep(Sweep {
+        seed: 0xc4a9_6e00_u64,
+        programs: PROGRAMS / 5,
+        forms: 2,
+        context: change_and_dual_context,
+        close,
+        floor: 4,
+    });
+}
+
 /// `f` applied to `args`.
 fn f_of(args: &[String]) -> String {
     if args.len() == 1 {
@@ -316,8 +377,9 @@ fn tensor_literal(blocks: usize, rows: usize, point: &[f64]) -> String {
 /// The `main` of one case over an input nested deeper than `Array (Array Real)`: an
 /// `Array (Array (Array Real))` `t` (2 × `rows` × `n`) — entries `t.[b].[i].[j]`, `map`/`fold`
 /// over blocks and rows, a block read whole and captured by a loop, a new 3-deep array made by
-/// `map`, an outer gradient through one — or an array of tuples holding arrays (`Array (Real *
-/// Array Real)`, `Array (Array Real * Array Real)`), read by projections, `map` and `fold`.
+/// `map`, an outer gradient through one, a `vjp` with a deep cotangent (of the output's shape or
+/// not) — or an array of tuples holding arrays (`Array (Real * Array Real)`, `Array (Array Real
+/// * Array Real)`), read by projections, `map` and `fold`.
 fn deep_context(form: u64, n: usize, point: &[f64], rng: &mut Rng) -> String {
     let scale = lit(((rng.unit() * 4.0 - 2.0) * 4.0).round() / 4.0);
     let rows = 2 + rng.below(2) as usize;
@@ -380,6 +442,41 @@ fn deep_context(form: u64, n: usize, point: &[f64], rng: &mut Rng) -> String {
             spread("t"),
             row("r")
         ),
+        // vjp of a function to a 3-deep array or to an array of pairs holding arrays, with a
+        // cotangent of the output's shape or (one in three) with an entry's array one shorter:
+        // then both engines report the same first mismatch, with its path.
+        9 => {
+            let short = (rng.below(3) == 0).then(|| (rng.below(2) as usize, rng.below(rows as u64) as usize));
+            let entries = |k: usize, rng: &mut Rng| -> String {
+                array_literal(&(0..k).map(|_| (rng.unit() * 4.0 - 2.0).round() / 2.0).collect::<Vec<_>>())
+            };
+            let width = |b: usize, r: usize| if short == Some((b, r)) { n - 1 } else { n };
+            if rng.below(2) == 0 {
+                let ct: Vec<String> = (0..2)
+                    .map(|b| {
+                        format!("[{}]", (0..rows).map(|r| entries(width(b, r), rng)).collect::<Vec<_>>().join(", "))
+                    })
+                    .collect();
+                format!(
+                    "def h (t : {ty}) : {ty} =\n  \
+                     let v = {} in map (fun m -> map (fun r -> map (fun x -> v * x) r) m) t\n\
+                     def main = vjp h {t} [{}]\n",
+                    spread("t"),
+                    ct.join(", ")
+                )
+            } else {
+                let ct: Vec<String> =
+                    (0..rows).map(|r| format!("({}, {})", lit(rng.unit() - 0.5), entries(width(0, r), rng))).collect();
+                format!(
+                    "def h (ps : Array (Real * Array Real)) : Array (Real * Array Real) =\n  \
+                     map (fun (a, v) -> (a * {}, map (fun x -> x * a) v)) ps\n\
+                     def main = vjp h {} [{}]\n",
+                    row("v"),
+                    pairs(&|r| lit(0.5 + 0.25 * r as f64)),
+                    ct.join(", ")
+                )
+            }
+        }
         // An array of pairs of vectors, folded.
         _ => format!(
             "def main = grad (fun (qs : Array (Array Real * Array Real)) ->\n  \
@@ -395,7 +492,7 @@ fn compiled_gradients_over_deeper_arrays_and_tuples_of_arrays_equal_the_reducers
     sweep(Sweep {
         seed: 0xdee9_a77a_u64,
         programs: PROGRAMS / 5,
-        forms: 9,
+        forms: 10,
         context: deep_context,
         close: close_normwise,
         floor: 30,

@@ -98,6 +98,7 @@ pub fn transform_listing(mono: &MonoProgram) -> R<(Option<MonoProgram>, Vec<Site
         scope: FxHashMap::default(),
         omegas: FxHashMap::default(),
         duals: FxHashMap::default(),
+        dual_maps: FxHashMap::default(),
         pending: FxHashMap::default(),
         interpreted: Vec::new(),
     };
@@ -252,6 +253,7 @@ pub fn value_and_gradient(mono: &MonoProgram, f: DefId) -> R<MonoProgram> {
         scope: FxHashMap::default(),
         omegas: FxHashMap::default(),
         duals: FxHashMap::default(),
+        dual_maps: FxHashMap::default(),
         pending: FxHashMap::default(),
         interpreted: Vec::new(),
     };
@@ -377,6 +379,8 @@ struct Transform<'m> {
     omegas: FxHashMap<LocalId, E>,
     /// Let-bound first-order duals `r*`: the atom `r`.
     duals: FxHashMap<LocalId, E>,
+    /// Let-bound dual maps `(λp. S)*·W` on spaces with arrays: `p`, `S` and the atom of W's vector.
+    dual_maps: FxHashMap<LocalId, (Rc<Pat>, E, E)>,
     /// Sites left to the interpreter (`interp' k args`, k their index): per-site fallback.
     interpreted: Vec<InterpretedSite>,
 }
@@ -516,6 +520,10 @@ impl<'m> Transform<'m> {
                     } else if let Some(v) = self.vector_of(rhs, rhs)? {
                         let v = self.bind(&mut out, "dv", v);
                         self.duals.insert(*id, v);
+                    } else if let Some(m) = self.dual_map_of(&mut out, rhs)? {
+                        // A dual map on a space with arrays: W's vector and S's coefficients made
+                        // here, the map applied where the dual is (precomposition, below).
+                        self.dual_maps.insert(*id, m);
                     } else {
                         return Err(not("a dual vector not known at compile time", rhs.span));
                     }
@@ -553,6 +561,30 @@ impl<'m> Transform<'m> {
                 }
                 if let Some(r) = self.function_dual(d, t, e)? {
                     return Ok(r);
+                }
+                // A dual map whose space has no zero point known without a shape (arrays), applied
+                // to a tangent: precomposition, ((λp. S)*·W) t = W (S[t/p]) (the dual map
+                // f*·w = w ∘ f, Mak & Ong Sec. 3, then rule 1), so ⟨w, S[t/p]⟩ for W's vector w.
+                // Let-bound, w and S's coefficients were made at the `let`.
+                let mut out = Vec::new();
+                let m = match local(strip(d)).and_then(|id| self.dual_maps.get(&id).cloned()) {
+                    Some(m) => Some(m),
+                    None => self.dual_map_of(&mut out, d)?,
+                };
+                if let Some((q, body, w)) = m {
+                    let ty = Type::fun(q.ty.clone(), body.ty.clone());
+                    let l = self.refresh(&Expr::new(ExprKind::Lam(q, body), d.span, ty));
+                    let s = self.rewrite(&beta(&l, &[t]))?;
+                    let r = self.pairing(w, s)?;
+                    return Ok(lets(out, r));
+                }
+                // W not a vector the transform makes (a dual map on an array space itself):
+                // W (S[t/p]).
+                if let ExprKind::Dual(p, body, w) = &strip(d).kind {
+                    let ty = Type::fun(p.ty.clone(), body.ty.clone());
+                    let l = Expr::new(ExprKind::Lam(p.clone(), body.clone()), d.span, ty);
+                    let s = beta(&l, &[t]);
+                    return self.rewrite(&Expr::new(ExprKind::App(w.clone(), s), e.span, e.ty.clone()));
                 }
             }
             ExprKind::App(..) => {
@@ -672,6 +704,44 @@ impl<'m> Transform<'m> {
         }
     }
 
+    /// `(p, S, w)` of a dual map `(λp. S)*·W` whose space has arrays (no zero point without a
+    /// shape) and whose `W`'s vector `w` the transform compiles.
+    /// W's vector is bound on `out` first, then the bindings of S that do not depend on `p` (its
+    /// coefficients, which the reducer's reduction 5 computes where the dual is made); the `S`
+    /// returned is the rest.
+    fn dual_map_of(&mut self, out: &mut Vec<Bind>, d: &E) -> R<Option<(Rc<Pat>, E, E)>> {
+        let ExprKind::Dual(p, body, w) = &strip(d).kind else { return Ok(None) };
+        if zero_point(&p.ty).is_some() {
+            return Ok(None);
+        }
+        let Some(wv) = self.vector_of(w, d)? else { return Ok(None) };
+        let w = self.bind(out, "dv", wv);
+        let body = self.refresh(body);
+        let (binds, res) = match series(&body) {
+            Some(s) => s,
+            None => {
+                let mut fr = self.fresher();
+                let a = anf::anormal::anormalise(&body, &mut fr);
+                series(&a).unwrap_or((Vec::new(), body))
+            }
+        };
+        let mut dep = FxHashSet::default();
+        pat_ids(p, &mut dep);
+        let mut rest = Vec::new();
+        for b in binds {
+            let mut fv = FxHashSet::default();
+            free_locals(&b.rhs, &mut fv);
+            if fv.iter().any(|v| dep.contains(v)) {
+                dep.insert(b.id);
+                rest.push(b);
+            } else {
+                let rhs = self.rewrite(&b.rhs)?;
+                out.push(Bind { rhs, ..b });
+            }
+        }
+        Ok(Some((p.clone(), lets(rest, res), w)))
+    }
+
     /// The vector `r` of a first-order dual `r*` written in a form the transform compiles (site
     /// `e`), as a term: `None` for another form.
     fn vector_of(&mut self, d: &E, e: &E) -> R<Option<E>> {
@@ -769,41 +839,48 @@ impl<'m> Transform<'m> {
         }
     }
 
-    /// Emits `ctCheck'` for each array in the output `y` against the cotangent `c` (their tuple
-    /// components walked together; `path` the components so far as base-128 digits, `digit` the
-    /// next digit's weight): the interpreter's `cotangent_mismatch`, at the site.
-    fn check_cotangent(&mut self, out: &mut Vec<Bind>, y: &E, c: &E, path: i64, digit: i64) -> R<()> {
+    /// Emits `ctCheck'` for each array in the output `y` against the cotangent `c`, at any depth,
+    /// in the interpreter's order (`cotangent_mismatch`: an array's length, then its elements in
+    /// order, each a loop over the indices; a tuple's components in order), so the first
+    /// mismatch is the same one, reported at the site with the path to it (`path`: the steps from
+    /// the output, `ctCheck'`'s shape word and the element indices).
+    fn check_cotangent(&mut self, out: &mut Vec<Bind>, y: &E, c: &E, path: &mut Vec<Step>) -> R<()> {
         match (&y.ty, &c.ty) {
-            // The interpreter's check walks every array of a deeper cotangent; not compiled yet.
-            (Type::Array(_), Type::Array(_)) if is_deep(&y.ty) && !is_nested(&y.ty) => {
-                return Err(not(format!("a `vjp` with a cotangent of type {}", c.ty), self.span));
-            }
-            (Type::Array(_), Type::Array(_)) => {
+            (Type::Array(et), Type::Array(_)) => {
                 let n = self.bind(out, "n", call(Builtin::Len, std::slice::from_ref(y), Type::Int));
                 let m = self.bind(out, "m", call(Builtin::Len, std::slice::from_ref(c), Type::Int));
-                let chk = at_span(call(Builtin::CtCheck, &[n.clone(), m, int(path)], Type::Unit), self.span);
+                let steps: Vec<Option<i64>> =
+                    path.iter().map(|s| if let Step::Comp(k) = s { Some(*k as i64 + 1) } else { None }).collect();
+                let Some(shape) = anf::ir::cotangent_shape(&steps) else {
+                    return Err(not(format!("a `vjp` with a cotangent of type {} this deep", c.ty), self.span));
+                };
+                let mut idx: Vec<E> =
+                    path.iter().filter_map(|s| if let Step::At(i) = s { Some(i.clone()) } else { None }).collect();
+                let idx = match idx.len() {
+                    0 => mk(ExprKind::Lit(Lit::Unit), Type::Unit),
+                    1 => idx.remove(0),
+                    _ => tuple(idx),
+                };
+                let chk = at_span(call(Builtin::CtCheck, &[n.clone(), m, int(shape), idx], Type::Unit), self.span);
                 self.bind(out, "chk", chk);
-                if is_nested(&y.ty) && is_nested(&c.ty) {
-                    // Each row too, its number in the path (the outer lengths are equal by now):
-                    // iterate' n (λs. (s.0 + 1, ctCheck' (len y.[s.0]) (len c.[s.0]) (path + (s.0 + 1)·2³²))) (0, ()).
+                if holds_array(et) {
+                    // Each element too (the lengths are equal by now):
+                    // iterate' n (λs. let k = s.0 in <check y.[k] against c.[k]>; (k + 1, ())) (0, ()).
                     let sty = Type::tuple(vec![Type::Int, Type::Unit]);
                     let sid = self.fresh();
                     let s = var(sid, &"s".into(), &sty);
                     let mut bo = Vec::new();
                     let k = self.bind(&mut bo, "k", proj(&s, 0));
+                    let yk = self.bind(&mut bo, "y", index(y, &k));
+                    let ck = self.bind(&mut bo, "c", index(c, &k));
+                    path.push(Step::At(k.clone()));
+                    let r = self.check_cotangent(&mut bo, &yk, &ck, path);
+                    path.pop();
+                    r?;
                     let k1 = self.bind(&mut bo, "k", bin(BinOp::Add, &k, &int(1), Type::Int));
-                    let yr = self.bind(&mut bo, "y", index(y, &k));
-                    let cr = self.bind(&mut bo, "c", index(c, &k));
-                    let a = self.bind(&mut bo, "n", call(Builtin::Len, &[yr], Type::Int));
-                    let b = self.bind(&mut bo, "m", call(Builtin::Len, &[cr], Type::Int));
-                    let row = self.bind(&mut bo, "p", bin(BinOp::Mul, &k1, &int(1 << 32), Type::Int));
-                    let p = self.bind(&mut bo, "p", bin(BinOp::Add, &row, &int(path), Type::Int));
-                    let chk = at_span(call(Builtin::CtCheck, &[a, b, p], Type::Unit), self.span);
-                    let chk = self.bind(&mut bo, "chk", chk);
-                    let step = lam(sid, &"s".into(), &sty, lets(bo, tuple(vec![k1, chk])));
                     let unit = mk(ExprKind::Lit(Lit::Unit), Type::Unit);
-                    let init = tuple(vec![int(0), unit]);
-                    self.bind(out, "chk", call(Builtin::RevIterate, &[n, step, init], sty));
+                    let step = lam(sid, &"s".into(), &sty, lets(bo, tuple(vec![k1, unit.clone()])));
+                    self.bind(out, "chk", call(Builtin::RevIterate, &[n, step, tuple(vec![int(0), unit])], sty));
                 }
             }
             (Type::Tuple(ts), Type::Tuple(_)) => {
@@ -811,15 +888,12 @@ impl<'m> Transform<'m> {
                     if !holds_array(&ts[i]) {
                         continue;
                     }
-                    // Deeper than the payload holds: the arrays are still checked, without a path.
-                    let (p, d) = if digit < (1 << 14) && i < 127 {
-                        (path + digit * (i as i64 + 1), digit * 128)
-                    } else {
-                        (0, digit)
-                    };
                     let yi = self.bind(out, "y", proj(y, i));
                     let ci = self.bind(out, "c", proj(c, i));
-                    self.check_cotangent(out, &yi, &ci, p, d)?;
+                    path.push(Step::Comp(i));
+                    let r = self.check_cotangent(out, &yi, &ci, path);
+                    path.pop();
+                    r?;
                 }
             }
             _ => {}
@@ -841,6 +915,18 @@ impl<'m> Transform<'m> {
             ty if ty.is_discrete() => real(0.0),
             Type::Real => rbin(BinOp::Mul, v, t),
             Type::Array(e) if **e == Type::Real => call(Builtin::Dot, &[v.clone(), t.clone()], Type::Real),
+            // Σᵢ ⟨vᵢ, tᵢ⟩ over arrays of arrays and of tuples: sum (zipWith (λa b. ⟨a, b⟩) v t).
+            ty @ Type::Array(e) if is_data(ty) => {
+                let e = (**e).clone();
+                let (aid, bid) = (self.fresh(), self.fresh());
+                let (a, b) = (var(aid, &"a".into(), &e), var(bid, &"b".into(), &e));
+                let mut bo = Vec::new();
+                let p = self.pair_atoms(&mut bo, &a, &b)?;
+                let f = lam(aid, &"a".into(), &e, lam(bid, &"b".into(), &e, lets(bo, p)));
+                let ps =
+                    self.bind(out, "p", call(Builtin::ZipWith, &[f, v.clone(), t.clone()], Type::array(Type::Real)));
+                call(Builtin::Sum, &[ps], Type::Real)
+            }
             Type::Tuple(ts) => {
                 let mut acc: Option<E> = None;
                 for i in 0..ts.len() {
@@ -1296,7 +1382,7 @@ impl<'m> Transform<'m> {
         let start = out.len();
         ad.forward(out, &binds, &res)?;
         if check {
-            ad.t.check_cotangent(out, &res, ct, 0, 1)?;
+            ad.t.check_cotangent(out, &res, ct, &mut Vec::new())?;
         }
         let middle = out.len();
         if let Some(seed) = ad.decompose(out, ct, false)? {
@@ -2571,7 +2657,17 @@ impl Ad<'_, '_> {
     /// A fresh copy of a λ body as a let-series (A-normalised again if needed), its `<+>`s
     /// expanded ([`Ad::expand_oplus`]).
     fn body_series(&mut self, body: &E) -> R<(Vec<Bind>, E)> {
-        let b = self.t.refresh(body);
+        // A copy of a frozen binding (a change's value, `expand_oplus`) stays frozen: constant at
+        // the point in every copy of the body (`rev_if`'s branch, a loop's reverse body).
+        let (b, ren) = {
+            let mut fr = self.t.fresher();
+            refresh_renaming(body, &mut fr)
+        };
+        for (old, new) in ren {
+            if self.frozen.contains(&old) {
+                self.frozen.insert(new);
+            }
+        }
         let (binds, res) = match series(&b) {
             Some(s) => s,
             None => {
@@ -2662,8 +2758,97 @@ impl Ad<'_, '_> {
                     }
                     Some(tuple(parts))
                 }
+                // A change read from an array (`ds.[i]`, or a loop's element of `ds`).
+                (ExprKind::Index(ds, i), _) => self.update_at(out, a, ds, i),
                 _ => None,
             },
+        }
+    }
+
+    /// `a <+> ds.[i]` when the program shows how `ds` is made (the read itself, with its bounds
+    /// check, stays where it was): the reducer's (⊕) reads element i at the point and updates by
+    /// the change it is; compiled, element i of an array literal of changes is chosen by `if` on
+    /// `i == k` (each branch the update its change selects, `if` differentiating the branch
+    /// taken), and element i of `build n f` / `map f xs` is `f i` / `f xs.[i]`, recomputed (it
+    /// cannot fail: it was computed when `ds` was made) and its update taken.
+    fn update_at(&mut self, out: &mut Vec<Bind>, a: &E, ds: &E, i: &E) -> Option<E> {
+        let prod = self.producer(ds)?;
+        if let ExprKind::Array(es) = &prod.kind {
+            let (last, rest) = es.split_last()?;
+            let mut e = self.change_branch(a, last)?;
+            for (k, ek) in rest.iter().enumerate().rev() {
+                let bk = self.change_branch(a, ek)?;
+                let mut bs = Vec::new();
+                let c = self.t.bind(&mut bs, "c", bin(BinOp::Eq, i, &int(k as i64), Type::Bool));
+                let z = self.t.bind(&mut bs, "u", if_(&c, bk, e));
+                e = lets(bs, z);
+            }
+            let (bs, z) = series(&e)?;
+            out.extend(bs);
+            return Some(z);
+        }
+        let (h, args) = anf::anormal::spine(&prod);
+        let (f, x) = match (&strip(h).kind, args.as_slice()) {
+            (ExprKind::Var(_, VarRef::Builtin(Builtin::Build)), [_, f]) => ((*f).clone(), i.clone()),
+            (ExprKind::Var(_, VarRef::Builtin(Builtin::Map)), [f, xs]) if local(xs).is_some() || is_global(xs) => {
+                ((*f).clone(), self.t.bind(out, "x", index(xs, i)))
+            }
+            _ => return None,
+        };
+        // A let-bound λ (the series' expansion runs before `forward` records `lams`).
+        let l = match &strip(&f).kind {
+            ExprKind::Var(_, VarRef::Local(id)) => {
+                self.changes.get(id).filter(|l| matches!(l.kind, ExprKind::Lam(..)))?.clone()
+            }
+            _ => self.lam_of(&f).ok()?,
+        };
+        let (ps, bb, res) = self.fresh_lam(&l, 1).ok()?;
+        self.bind_pat(out, &ps[0], x).ok()?;
+        let mut bs = self.expand_oplus(bb);
+        let u = self.update(&mut bs, a, &res)?;
+        out.extend(bs);
+        Some(u)
+    }
+
+    /// `lets(…, u)`: the update of `a` by the change `e` (an atom or a term), as a series.
+    fn change_branch(&mut self, a: &E, e: &E) -> Option<E> {
+        let e = self.t.refresh(e);
+        let (binds, res) = match series(&e) {
+            Some(s) => s,
+            None => {
+                let mut fr = self.t.fresher();
+                series(&anf::anormal::anormalise(&e, &mut fr))?
+            }
+        };
+        let mut bs = self.expand_oplus(binds);
+        let u = self.update(&mut bs, a, &res)?;
+        let z = self.t.bind(&mut bs, "u", u);
+        Some(lets(bs, z))
+    }
+
+    /// The term that makes the array of changes `ds` (through copies; a definition's body).
+    fn producer(&mut self, ds: &E) -> Option<E> {
+        let mut cur = strip(ds).clone();
+        for _ in 0..64 {
+            cur = match &cur.kind {
+                ExprKind::Var(_, VarRef::Local(id)) => strip(self.changes.get(id)?).clone(),
+                ExprKind::Var(_, VarRef::Global(d)) => {
+                    let body = self.t.bodies.get(d.0 as usize)?.clone();
+                    strip(&self.t.refresh(&body)).clone()
+                }
+                _ => return Some(cur),
+            };
+        }
+        None
+    }
+
+    /// A loop body's series with its parameters bound to the loop's elements: a `<+>` whose
+    /// change is an element of the array looped over is expanded now that the series shows it.
+    fn with_elements(&mut self, binds: Vec<Bind>) -> Vec<Bind> {
+        if binds.iter().any(|b| matches!(strip(&b.rhs).kind, ExprKind::Bin(BinOp::Oplus, ..))) {
+            self.expand_oplus(binds)
+        } else {
+            binds
         }
     }
 
@@ -2897,6 +3082,7 @@ impl Ad<'_, '_> {
             let x = ad.element(&mut binds, &xs, i)?;
             ad.bind_pat(&mut binds, &ps[1], x)?;
             binds.extend(bb);
+            let binds = ad.with_elements(binds);
             ad.forward(bo, &binds, &res)?;
             ad.seed_and_reverse(bo, &binds, &res, Some(Adj::R(real(1.0))))?;
             Ok(vec![res])
@@ -2958,7 +3144,7 @@ impl Ad<'_, '_> {
             }
         }
         binds.extend(bb);
-        Ok((binds, res))
+        Ok((self.with_elements(binds), res))
     }
 
     /// Element `i` of the array atom `xs` for a loop body, as bindings pushed on `binds`: `f i`
@@ -3284,6 +3470,7 @@ impl Ad<'_, '_> {
             if !parts.is_empty() {
                 forward_projections(&mut binds, aid, &parts);
             }
+            let binds = ad.with_elements(binds);
             ad.forward(bo, &binds, &res)?;
             let seed = ad.decompose(bo, &extras[0], true)?;
             ad.seed_and_reverse(bo, &binds, &res, seed)?;
@@ -3544,11 +3731,27 @@ fn holds_array(t: &Type) -> bool {
     }
 }
 
-/// A change, a group, or a tuple holding one.
+/// The variables pattern `p` binds.
+fn pat_ids(p: &Pat, ids: &mut FxHashSet<LocalId>) {
+    match &p.kind {
+        PatKind::Var(_, id) => {
+            ids.insert(*id);
+        }
+        PatKind::Tuple(ps) => ps.iter().for_each(|q| pat_ids(q, ids)),
+        _ => {}
+    }
+}
+
+fn is_global(e: &E) -> bool {
+    matches!(strip(e).kind, ExprKind::Var(_, VarRef::Global(_)))
+}
+
+/// A change, a group, or a tuple or an array holding them (what [`Ad::expand_oplus`] records).
 fn change_like(t: &Type) -> bool {
     match t {
         Type::Delta(_) | Type::Group(_) => true,
         Type::Tuple(ts) => ts.iter().any(change_like),
+        Type::Array(e) => change_like(e),
         _ => false,
     }
 }

@@ -137,6 +137,11 @@ pub fn map_children<Er>(e: &E, f: &mut impl FnMut(&E) -> Result<E, Er>) -> Resul
 
 /// A copy of `e` with every binder renamed to a fresh id (free variables unchanged).
 pub fn refresh(e: &E, fresh: &mut dyn FnMut() -> LocalId) -> E {
+    refresh_renaming(e, fresh).0
+}
+
+/// [`refresh`], and the renaming of `e`'s binders it made.
+pub fn refresh_renaming(e: &E, fresh: &mut dyn FnMut() -> LocalId) -> (E, FxHashMap<LocalId, LocalId>) {
     fn pat(p: &Pat, ren: &mut FxHashMap<LocalId, LocalId>, fresh: &mut dyn FnMut() -> LocalId) -> Pat {
         let kind = match &p.kind {
             PatKind::Var(n, id) => {
@@ -173,7 +178,9 @@ pub fn refresh(e: &E, fresh: &mut dyn FnMut() -> LocalId) -> E {
             _ => map_children::<()>(e, &mut |c| Ok(go(c, ren, fresh))).unwrap_or_else(|_| e.clone()),
         }
     }
-    go(e, &mut FxHashMap::default(), fresh)
+    let mut ren = FxHashMap::default();
+    let e = go(e, &mut ren, fresh);
+    (e, ren)
 }
 
 /// The local variables `e` uses but does not bind.

@@ -324,9 +324,9 @@ pub enum TrapCode {
     /// `toInt` of NaN or of a value outside Int's range. Payload: 0 for NaN, 1 for a value at
     /// or above 2^63, -1 for one below -2^63.
     ToIntRange = 15,
-    /// A `vjp`'s cotangent whose length differs from the output's. Payload: the output's length
-    /// plus `path << 48` (`path`: the tuple components, 1-based base-128 digits, outermost
-    /// lowest; 0 at top level), the cotangent's length.
+    /// A `vjp`'s cotangent whose length differs from the output's (raised by the runtime, which
+    /// gets the path to the array from `ctCheck'`, see [`cotangent_path`]). Payload: the
+    /// output's length, the cotangent's length.
     CotangentLength = 16,
     /// A bag multiplicity left Int's range (raised by the runtime's bag operations, which get
     /// the site as an argument).
@@ -410,23 +410,7 @@ impl TrapCode {
                 1 => "toInt: a value at or above 2^63 is out of Int's range".to_string(),
                 _ => "toInt: a value below -2^63 is out of Int's range".to_string(),
             },
-            TrapCode::CotangentLength => {
-                let (mut path, n) = (a >> COTANGENT_PATH_SHIFT, a & ((1 << COTANGENT_PATH_SHIFT) - 1));
-                let (row, b) = (b >> COTANGENT_ROW_SHIFT, b & ((1 << COTANGENT_ROW_SHIFT) - 1));
-                let mut at = Vec::new();
-                while path > 0 {
-                    at.push(format!("component {}", path % 128));
-                    path /= 128;
-                }
-                if row > 0 {
-                    at.push(format!("element {}", row - 1));
-                }
-                let at = if at.is_empty() { String::new() } else { format!(" at {}", at.join(", ")) };
-                format!(
-                    "vjp: the cotangent does not match the function's output{at}: the output has length {n} but the \
-                     cotangent has length {b}"
-                )
-            }
+            TrapCode::CotangentLength => cotangent_message(&[], a, b),
             TrapCode::BagOverflow => BAG_OVERFLOW_MESSAGE.to_string(),
         }
     }
@@ -436,11 +420,68 @@ impl TrapCode {
 pub const NEEDS_BASE_MESSAGE: &str =
     "internal: this change needs a base value the self-maintainable derivative does not keep";
 
-/// Where [`TrapCode::CotangentLength`]'s payload keeps the component path.
-pub const COTANGENT_PATH_SHIFT: i64 = 48;
-/// Where [`TrapCode::CotangentLength`]'s second payload keeps the row (plus one) of a nested
-/// array whose length differs, and where `ctCheck'`'s path argument does.
-pub const COTANGENT_ROW_SHIFT: i64 = 32;
+/// One step of the path from a `vjp`'s output to an array in it: `element i` of an array,
+/// `component k` (1-based) of a tuple.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CotangentStep {
+    Element(i64),
+    Component(i64),
+}
+
+/// The most steps `ctCheck'`'s shape word holds (base-128 digits of an `i64`).
+pub const COTANGENT_MAX_STEPS: usize = 9;
+
+/// `ctCheck' n m shape idx`'s path: `shape`'s base-128 digits, outermost step lowest, are 1 for
+/// an element (its index the next of `idx`) and `k + 1` for component `k` (1-based, `k <= 126`);
+/// `None` when `idx` runs out.
+pub fn cotangent_path(mut shape: i64, idx: &[i64]) -> Option<Vec<CotangentStep>> {
+    let mut steps = Vec::new();
+    let mut idx = idx.iter();
+    while shape > 0 {
+        steps.push(match shape % 128 {
+            1 => CotangentStep::Element(*idx.next()?),
+            d => CotangentStep::Component(d - 1),
+        });
+        shape /= 128;
+    }
+    Some(steps)
+}
+
+/// The shape word [`cotangent_path`] reads for steps that are `Some(k)` for component `k`
+/// (1-based) and `None` for an element; `None` when they do not fit in it.
+pub fn cotangent_shape(steps: &[Option<i64>]) -> Option<i64> {
+    if steps.len() > COTANGENT_MAX_STEPS {
+        return None;
+    }
+    let mut shape = 0;
+    for s in steps.iter().rev() {
+        let d = match s {
+            None => 1,
+            Some(k) if (1..=126).contains(k) => k + 1,
+            Some(_) => return None,
+        };
+        shape = shape * 128 + d;
+    }
+    Some(shape)
+}
+
+/// The error of a `vjp` whose cotangent has length `m` where the output's array at `path` has
+/// length `n` (the interpreter's `cotangent_mismatch` and `ctCheck'` in both engines).
+pub fn cotangent_message(path: &[CotangentStep], n: i64, m: i64) -> String {
+    let at: Vec<String> = path
+        .iter()
+        .map(|s| match s {
+            CotangentStep::Element(i) => format!("element {i}"),
+            CotangentStep::Component(k) => format!("component {k}"),
+        })
+        .collect();
+    let at = if at.is_empty() { String::new() } else { format!(" at {}", at.join(", ")) };
+    format!(
+        "vjp: the cotangent does not match the function's output{at}: the output has length {n} but the cotangent \
+         has length {m}"
+    )
+}
+
 /// The message of [`TrapCode::BagOverflow`] (the interpreter's bags say the same).
 pub const BAG_OVERFLOW_MESSAGE: &str = "bag multiplicity overflow";
 

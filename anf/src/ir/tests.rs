@@ -641,3 +641,26 @@ fn huge_value_and_block_numbers_are_errors_not_allocations() {
     let m = parse("fn @main() -> i64 {\nb0:\n    v1000 = iconst 1\n    return v1000\n}\n").unwrap();
     crate::ir::verify(&m).unwrap();
 }
+
+/// `ctCheck'`'s shape word and indices give back the path they encode, and the message names it.
+#[test]
+fn cotangent_paths_round_trip() {
+    use CotangentStep::{Component as C, Element as E};
+    let path = [C(2), E(7), C(1), E(0), E(123456789)];
+    let steps: Vec<Option<i64>> = path.iter().map(|s| if let C(k) = s { Some(*k) } else { None }).collect();
+    let shape = cotangent_shape(&steps).unwrap();
+    assert_eq!(cotangent_path(shape, &[7, 0, 123456789]).unwrap(), path);
+    assert_eq!(cotangent_path(shape, &[7, 0]), None);
+    assert_eq!(cotangent_path(0, &[]).unwrap(), []);
+    assert_eq!(
+        cotangent_message(&path[..2], 2, 3),
+        "vjp: the cotangent does not match the function's output at component 2, element 7: the output has length 2 \
+         but the cotangent has length 3"
+    );
+    // The deepest path the word holds, and what does not fit.
+    let deepest = [Some(126); COTANGENT_MAX_STEPS];
+    let s = cotangent_shape(&deepest).unwrap();
+    assert_eq!(cotangent_path(s, &[]).unwrap(), vec![C(126); COTANGENT_MAX_STEPS]);
+    assert_eq!(cotangent_shape(&[None; COTANGENT_MAX_STEPS + 1]), None);
+    assert_eq!(cotangent_shape(&[Some(127)]), None);
+}

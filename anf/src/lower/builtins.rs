@@ -300,18 +300,21 @@ impl Lowerer<'_> {
                 Self::from_slice(&result, &words)?
             }
             B::CtCheck => {
-                // `path`: the tuple components, and from bit COTANGENT_ROW_SHIFT up the row (plus
-                // one) of a nested array; the row goes to the second payload (ir::TrapCode).
-                let (n, m, path) = (w(0)?, w(1)?, w(2)?);
+                // Lengths equal, or the runtime reports the mismatch at the path to the array
+                // (`shape` and the indices' words, boxed on the failing branch only).
+                let (n, m, shape) = (w(0)?, w(1)?, w(2)?);
                 let differ = self.b().icmp(Cmp::Ne, n, m);
-                let rows = self.b().iconst(1 << ir::COTANGENT_ROW_SHIFT);
-                let comp = self.b().binary(BinaryOp::Srem, path, rows);
-                let row = self.b().binary(BinaryOp::Isub, path, comp);
-                let shift = self.b().iconst(1 << ir::COTANGENT_PATH_SHIFT);
-                let hi = self.b().binary(BinaryOp::Imul, comp, shift);
-                let a = self.b().binary(BinaryOp::Iadd, n, hi);
-                let b2 = self.b().binary(BinaryOp::Iadd, m, row);
-                self.fail_if(differ, TrapCode::CotangentLength, site, a, b2);
+                let (fail, _) = self.block(&[]);
+                let (ok, _) = self.block(&[]);
+                self.b().brif(differ, ir::BlockCall::new(fail, vec![]), ir::BlockCall::new(ok, vec![]));
+                self.switch_to(fail);
+                let words = flat(&arg_type(ty, 3)?).len();
+                let idx = self.boxed_or_scratch(&args[3], words)?;
+                let count = self.b().iconst(words as i64);
+                let s = self.site_value(site);
+                self.ext("nabla_cotangent_mismatch", vec![n, m, shape, idx, count, s])?;
+                self.b().jump(ok, vec![]);
+                self.switch_to(ok);
                 LVal::Unit
             }
             B::AccAdd2 | B::AccRow | B::AccRowAll => {

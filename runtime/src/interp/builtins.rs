@@ -393,14 +393,20 @@ fn reverse_internal(b: Builtin, mut args: Vec<Value>, span: Span) -> EvalResult 
     Ok(match b {
         B::Zeros => return filled(&args[0], Value::Real(0.0)),
         B::CtCheck => {
-            let (n, m, path) = (int(&args[0], span)?, int(&args[1], span)?, int(&args[2], span)?);
+            let (n, m, shape) = (int(&args[0], span)?, int(&args[1], span)?, int(&args[2], span)?);
             if n != m {
-                use anf::ir::{COTANGENT_PATH_SHIFT, COTANGENT_ROW_SHIFT};
-                // `path`: the tuple components, and above them the row (plus one) of a nested array.
-                let (row, path) = (path >> COTANGENT_ROW_SHIFT, path & ((1 << COTANGENT_ROW_SHIFT) - 1));
-                let a = n + (path << COTANGENT_PATH_SHIFT);
-                let b = m + (row << COTANGENT_ROW_SHIFT);
-                return Err(Diagnostic::error(span, anf::ir::TrapCode::CotangentLength.message(a, b)));
+                // `shape` and the indices `args[3]` (an Int, a tuple of them, or `()`): the path.
+                fn ints(v: &Value, out: &mut Vec<i64>) {
+                    match v {
+                        Value::Tuple(vs) => vs.iter().for_each(|v| ints(v, out)),
+                        v => out.extend(v.as_int()),
+                    }
+                }
+                let mut idx = Vec::new();
+                ints(&args[3], &mut idx);
+                let path = anf::ir::cotangent_path(shape, &idx)
+                    .ok_or_else(|| Diagnostic::error(span, "internal: a `ctCheck'` path without its indices"))?;
+                return Err(Diagnostic::error(span, anf::ir::cotangent_message(&path, n, m)));
             }
             Value::Unit
         }

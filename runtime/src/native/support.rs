@@ -337,6 +337,28 @@ pub unsafe extern "C" fn nabla_interp(ctx: *mut CtxHeader, k: i64, args: *const 
     })
 }
 
+/// A `vjp`'s cotangent whose array at the path `shape`/`idx` (`count` indices) has length `m`
+/// where the output's has `n` (`ctCheck'`): fails with `TrapCode::CotangentLength` at `site`.
+pub unsafe extern "C" fn nabla_cotangent_mismatch(
+    ctx: *mut CtxHeader,
+    n: i64,
+    m: i64,
+    shape: i64,
+    idx: *const u64,
+    count: i64,
+    site: i64,
+) {
+    guard(ctx, (), |_| {
+        let idx: Vec<i64> = words(idx, usize::try_from(count).unwrap_or(0)).iter().map(|w| *w as i64).collect();
+        let code = TrapCode::CotangentLength;
+        let message = match anf::ir::cotangent_path(shape, &idx) {
+            Some(path) => anf::ir::cotangent_message(&path, n, m),
+            None => "internal error: a cotangent check's path without its indices".to_string(),
+        };
+        Err(NativeError::new(code.code(), message).at(site, vec![n, m]))
+    })
+}
+
 /// A new empty map with the given key and value widths.
 pub unsafe extern "C" fn nabla_map_new(ctx: *mut CtxHeader, key_words: i64, value_words: i64) -> *mut Map {
     guard(ctx, std::ptr::null_mut(), |cx| Ok(cx.fresh_map(width(key_words)?, width(value_words)?)))
@@ -607,6 +629,7 @@ pub fn address(name: &str) -> Option<*const u8> {
         "nabla_map_clone" => nabla_map_clone as *const u8,
         "nabla_map_get" => nabla_map_get as *const u8,
         "nabla_interp" => nabla_interp as *const u8,
+        "nabla_cotangent_mismatch" => nabla_cotangent_mismatch as *const u8,
         "nabla_map_len" => nabla_map_len as *const u8,
         "nabla_map_entries" => nabla_map_entries as *const u8,
         "nabla_map_add_scaled" => nabla_map_add_scaled as *const u8,

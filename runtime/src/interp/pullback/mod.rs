@@ -103,7 +103,7 @@ pub fn builtin(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: S
             // A cotangent must have the output's shape: say so at the `vjp`, with both lengths.
             let y = it.apply(&args[0], args[1].clone(), span)?;
             if let Some(m) = cotangent_mismatch(&y, &args[2]) {
-                return Err(Diagnostic::error(span, format!("vjp: {m}")));
+                return Err(Diagnostic::error(span, m));
             }
             gradient(it, back(0), back(2), back(1), span)
         }
@@ -123,44 +123,34 @@ pub fn builtin(it: &mut Interp, b: Builtin, ty: &Type, args: Vec<Value>, span: S
 }
 
 /// Why a cotangent `c` cannot pair with an output `y` (array lengths differ somewhere), if it
-/// cannot: `the output has length 2 but the cotangent has length 1` (with the component's path
-/// when it is inside tuples or arrays). Discrete components pair with anything.
+/// cannot: `vjp: the cotangent does not match the function's output: the output has length 2 but
+/// the cotangent has length 1` (with the path to the array when it is inside tuples or arrays).
+/// The first mismatch in order: an array's length, then its elements in order; a tuple's
+/// components in order. Discrete components pair with anything.
 pub fn cotangent_mismatch(y: &Value, c: &Value) -> Option<String> {
-    fn go(y: &Value, c: &Value, path: &mut Vec<String>) -> Option<String> {
-        match (y, c) {
+    use anf::ir::CotangentStep as S;
+    fn go(y: &Value, c: &Value, path: &mut Vec<S>) -> Option<String> {
+        let parts: Vec<(S, &Value, &Value)> = match (y, c) {
             (Value::Array(ys), Value::Array(cs)) => {
                 if ys.len() != cs.len() {
-                    let at = if path.is_empty() { String::new() } else { format!(" at {}", path.join(", ")) };
-                    return Some(format!(
-                        "the cotangent does not match the function's output{at}: the output has length {} but the \
-                         cotangent has length {}",
-                        ys.len(),
-                        cs.len()
-                    ));
+                    return Some(anf::ir::cotangent_message(path, ys.len() as i64, cs.len() as i64));
                 }
-                for (i, (a, b)) in ys.iter().zip(cs.iter()).enumerate() {
-                    path.push(format!("element {i}"));
-                    let r = go(a, b, path);
-                    path.pop();
-                    if r.is_some() {
-                        return r;
-                    }
-                }
-                None
+                ys.iter().zip(cs.iter()).enumerate().map(|(i, (a, b))| (S::Element(i as i64), a, b)).collect()
             }
             (Value::Tuple(ys), Value::Tuple(cs)) => {
-                for (i, (a, b)) in ys.iter().zip(cs.iter()).enumerate() {
-                    path.push(format!("component {}", i + 1));
-                    let r = go(a, b, path);
-                    path.pop();
-                    if r.is_some() {
-                        return r;
-                    }
-                }
-                None
+                ys.iter().zip(cs.iter()).enumerate().map(|(i, (a, b))| (S::Component(i as i64 + 1), a, b)).collect()
             }
-            _ => None,
+            _ => return None,
+        };
+        for (s, a, b) in parts {
+            path.push(s);
+            let r = go(a, b, path);
+            path.pop();
+            if r.is_some() {
+                return r;
+            }
         }
+        None
     }
     go(y, c, &mut Vec::new())
 }
