@@ -1701,3 +1701,132 @@ b4:
     assert_eq!(params_of(&swapped, "b1"), 0, "{swapped}");
     assert_eq!(params_of(&swapped, "b2"), 0, "{swapped}");
 }
+
+/// The pointers the loop of header `h` carries (its parameters of type `ptr`).
+fn carried_at(out: &str, h: &str) -> usize {
+    let line = out.lines().find(|l| l.starts_with(&format!("{h}("))).unwrap_or_else(|| panic!("no {h} in\n{out}"));
+    line.matches(": ptr").count()
+}
+
+/// The pointers loop `b1` carries.
+fn carried(out: &str) -> usize {
+    carried_at(out, "b1")
+}
+
+/// Only `elemaddr a, c + i, 8` with `c` computed from values outside the loop (integer
+/// arithmetic at most three operations deep) and `i` a counter is carried, the counter on
+/// either side of the `+`: an index that is not the counter plus an invariant keeps its address
+/// in the loop (`x`'s own address is carried in every case).
+#[test]
+fn only_invariant_offsets_plus_a_counter_are_carried() {
+    let index = |ops: &str| OFFSET_LOOP.replace("    v12 = iadd v11, v6\n", ops);
+    let cases: &[(&str, &str, usize)] = &[
+        ("offset + counter", "    v12 = iadd v11, v6\n", 2),
+        ("counter + offset", "    v12 = iadd v6, v11\n", 2),
+        ("invariant + invariant, no counter", "    v12 = iadd v11, v2\n", 1),
+        ("invariant + invariant, no counter", "    v12 = iadd v2, v11\n", 1),
+        ("i * i + counter", "    v18 = imul v6, v6\n    v12 = iadd v18, v6\n", 1),
+        ("counter + i * i", "    v18 = imul v6, v6\n    v12 = iadd v6, v18\n", 1),
+        ("c * (i * i) + counter", "    v18 = imul v6, v6\n    v19 = imul v2, v18\n    v12 = iadd v19, v6\n", 1),
+        ("(i * i) * c + counter", "    v18 = imul v6, v6\n    v19 = imul v18, v2\n    v12 = iadd v19, v6\n", 1),
+        // Three operations deep, on either side: carried (the offset is computed before the loop).
+        (
+            "((c + c) - c) * c + counter",
+            "    v18 = iadd v2, v2\n    v19 = isub v18, v2\n    v20 = imul v19, v2\n    v12 = iadd v20, v6\n",
+            2,
+        ),
+        (
+            "c * (c - (c + c)) + counter",
+            "    v18 = iadd v2, v2\n    v19 = isub v2, v18\n    v20 = imul v2, v19\n    v12 = iadd v20, v6\n",
+            2,
+        ),
+        // Four deep: not (the bound keeps what is computed again before the loop small).
+        (
+            "(((c + c) - c) * c) + c + counter",
+            "    v18 = iadd v2, v2\n    v19 = isub v18, v2\n    v20 = imul v19, v2\n    v21 = iadd v20, v2\n    v12 = iadd v21, v6\n",
+            1,
+        ),
+        (
+            "c + (c * (c - (c + c))) + counter",
+            "    v18 = iadd v2, v2\n    v19 = isub v2, v18\n    v20 = imul v2, v19\n    v21 = iadd v2, v20\n    v12 = iadd v21, v6\n",
+            1,
+        ),
+    ];
+    for &(what, ops, ptrs) in cases {
+        let out = opt(&index(ops));
+        assert_eq!(carried(&out), ptrs, "{what}:\n{out}");
+    }
+}
+
+/// A loop entered or continued by two edges of one branch (a `brif` whose both targets are the
+/// header, with different arguments) has no one first index or next address: nothing is carried.
+#[test]
+fn loops_with_two_edges_from_one_block_carry_nothing() {
+    let entered = OFFSET_LOOP.replace(
+        "    v5 = iconst 0\n    jump b1(v5)\n",
+        "    v5 = iconst 0\n    v30 = iconst 1\n    v31 = icmp lt v2, v5\n    brif v31, b1(v5), b1(v30)\n",
+    );
+    let continued = OFFSET_LOOP.replace(
+        "    jump b1(v17)\n",
+        "    v30 = iconst 2\n    v31 = iadd v6, v30\n    v32 = icmp lt v2, v5\n    brif v32, b1(v17), b1(v31)\n",
+    );
+    for text in [entered, continued] {
+        let out = opt(&text);
+        assert_eq!(carried(&out), 0, "{out}");
+        assert_eq!(count(&out, "main", "elemaddr v0,"), 1, "{out}");
+    }
+}
+
+/// An array this function made before the loop (an instruction's result, not a parameter) is
+/// carried like a parameter. Its length, read only in the loop, is read once before it: the
+/// simplifier already knows a `newarray`'s length; of an array chosen between two `newarray`s
+/// (a block parameter) it does not, and the length is read before the loop because the array is
+/// certainly one (`$CHOICE` on the `brif`: `b4` makes both). The loop's header is `b4` once
+/// the blocks are renumbered.
+#[test]
+fn arrays_made_before_the_loop_are_carried() {
+    let text = "\
+fn @main(ptr, i64, i64, bool) -> ptr {
+b0(v0: ptr, v1: i64, v2: i64, v20: bool):
+    v3 = arraylen v0
+    brif v20, b4, b5
+b4:
+    v21 = newarray v1, 8
+    jump b6(v21)
+b5:
+    v22 = newarray v2, 8
+    jump b6($CHOICE)
+b6(v4: ptr):
+    v5 = iconst 0
+    jump b1(v5)
+b1(v6: i64):
+    v7 = icmp lt v6, v3
+    brif v7, b2, b3
+b2:
+    v8 = elemaddr v0, v6, 8
+    v9 = load.f64 v8+0
+    v10 = iadd v2, v6
+    v11 = arraylen v4
+    v12 = iconst 3
+    boundscheck v10, v11, v12
+    v13 = elemaddr v4, v10, 8
+    store v9, v13+0
+    v14 = iconst 1
+    v15 = iadd v6, v14
+    jump b1(v15)
+b3:
+    return v4
+}
+";
+    let out = opt(&text.replace("$CHOICE", "v22"));
+    assert_eq!(carried_at(&out, "b4"), 2, "{out}");
+    let header = out.find("\nb4(").expect("the loop");
+    assert_eq!(out[..header].matches("arraylen").count(), 2, "both lengths before the loop:\n{out}");
+    assert_eq!(out[header..].matches("arraylen").count(), 0, "{out}");
+    // One of the two is a parameter of `main`, which may be any pointer: its length stays where
+    // it was read (the addresses are carried all the same).
+    let out = opt(&text.replace("$CHOICE", "v0"));
+    assert_eq!(carried_at(&out, "b4"), 2, "{out}");
+    let header = out.find("\nb4(").expect("the loop");
+    assert_eq!(out[header..].matches("arraylen").count(), 1, "{out}");
+}
