@@ -1782,7 +1782,8 @@ fn loops_with_two_edges_from_one_block_carry_nothing() {
 /// simplifier already knows a `newarray`'s length; of an array chosen between two `newarray`s
 /// (a block parameter) it does not, and the length is read before the loop because the array is
 /// certainly one (`$CHOICE` on the `brif`: `b4` makes both). The loop's header is `b4` once
-/// the blocks are renumbered.
+/// the blocks are renumbered. The loop also checks an index against the length of `x` (a
+/// parameter): the read before the choice, two dominators up from the header, is that length.
 #[test]
 fn arrays_made_before_the_loop_are_carried() {
     let text = "\
@@ -1803,9 +1804,12 @@ b1(v6: i64):
     v7 = icmp lt v6, v3
     brif v7, b2, b3
 b2:
+    v10 = iadd v2, v6
+    v30 = arraylen v0
+    v31 = iconst 4
+    boundscheck v10, v30, v31
     v8 = elemaddr v0, v6, 8
     v9 = load.f64 v8+0
-    v10 = iadd v2, v6
     v11 = arraylen v4
     v12 = iconst 3
     boundscheck v10, v11, v12
