@@ -1915,3 +1915,48 @@ b3:
         assert_eq!(carried(&out), ptrs, "{what}:\n{out}");
     }
 }
+
+/// A loop tested at its bottom (the header is its own latch), entered and continued by `brif`s
+/// or by `switch`es whose other target leaves: the carried pointers are passed on the edges into
+/// the header only.
+#[test]
+fn pointers_are_passed_on_branches_and_switches_into_the_loop() {
+    let text = "\
+tag t0 = @k env()
+tag t1 = @k env()
+
+fn @main(ptr, ptr, i64) -> i64 {
+b0(v0: ptr, v1: ptr, v2: i64):
+    v3 = arraylen v0
+    v5 = iconst 0
+    v6 = icmp lt v5, v3
+    $ENTER
+b1(v7: i64):
+    v8 = elemaddr v0, v7, 8
+    v9 = load.f64 v8+0
+    v10 = elemaddr v1, v7, 8
+    store v9, v10+0
+    v11 = iconst 1
+    v12 = iadd v7, v11
+    v13 = icmp lt v12, v3
+    $CONTINUE
+b3:
+    return v3
+}
+
+fn @k(ptr) -> i64 {
+b0(v0: ptr):
+    v1 = iconst 0
+    return v1
+}
+";
+    for (enter, cont) in [
+        ("brif v6, b1(v5), b3", "brif v13, b1(v12), b3"),
+        ("brif v6, b3, b1(v5)", "brif v13, b3, b1(v12)"),
+        ("switch v2, [t0: b3, t1: b1(v5)]", "switch v2, [t0: b1(v12), t1: b3]"),
+    ] {
+        let out = opt(&text.replace("$ENTER", enter).replace("$CONTINUE", cont));
+        assert_eq!(carried(&out), 2, "{enter}; {cont}:\n{out}");
+        assert_eq!(count(&out, "main", "elemaddr v0,"), 1, "{out}");
+    }
+}
