@@ -1796,3 +1796,38 @@ b3:
 ";
     assert_eq!(count(&opt(joined), "main", "boundscheck"), 1);
 }
+
+/// The guard's forms on the false edge (`len a <= i` exits, the body reads `a.[i]`), and a
+/// guarded block that another branch also reaches when the guarding branch comes first in the
+/// layout (its fact must not hold there: the other predecessor reaches it with `i` unbounded).
+#[test]
+fn bounds_checks_from_every_guard_form_and_only_in_blocks_the_guard_alone_reaches() {
+    let checks = |text: &str| count(&opt(text), "main", "boundscheck");
+    let le = indexed_loop("0", "1", "icmp le v10, v2", "v0").replace("brif v14, b2, b3", "brif v14, b3, b2");
+    assert_eq!(checks(&le), 0);
+    let wrong_edge = indexed_loop("0", "1", "icmp le v10, v2", "v0");
+    assert_eq!(checks(&wrong_edge), 1);
+    let joined = "\
+fn @main(ptr, bool) -> f64 {
+b0(v0: ptr, v2: bool):
+    v10 = arraylen v0
+    v11 = iconst 5
+    v12 = icmp lt v11, v10
+    brif v12, b2, b1
+b1:
+    brif v2, b2, b3
+b2:
+    v13 = iconst 4
+    boundscheck v11, v10, v13
+    v14 = elemaddr v0, v11, 8
+    v15 = load.f64 v14+0
+    return v15
+b3:
+    v16 = fconst 0.0
+    return v16
+}
+";
+    assert_eq!(checks(joined), 1);
+    // Reached from the guard alone, the same check goes.
+    assert_eq!(checks(&joined.replace("brif v2, b2, b3", "brif v2, b3, b3")), 0);
+}
