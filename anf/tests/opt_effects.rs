@@ -1797,9 +1797,10 @@ b3:
     assert_eq!(count(&opt(joined), "main", "boundscheck"), 1);
 }
 
-/// The guard's forms on the false edge (`len a <= i` exits, the body reads `a.[i]`), and a
-/// guarded block that another branch also reaches when the guarding branch comes first in the
-/// layout (its fact must not hold there: the other predecessor reaches it with `i` unbounded).
+/// The guard's forms on the false edge (`len a <= i` exits, the body reads `a.[i]`); a guarded
+/// block that another branch also reaches when the guarding branch comes first in the layout (its
+/// fact must not hold there: the other predecessor reaches it with `i` unbounded); an index
+/// counted from a length.
 #[test]
 fn bounds_checks_from_every_guard_form_and_only_in_blocks_the_guard_alone_reaches() {
     let checks = |text: &str| count(&opt(text), "main", "boundscheck");
@@ -1830,4 +1831,8 @@ b3:
     assert_eq!(checks(joined), 1);
     // Reached from the guard alone, the same check goes.
     assert_eq!(checks(&joined.replace("brif v2, b2, b3", "brif v2, b3, b3")), 0);
+    // An index counted up from another array's length (never negative) while below `len a`.
+    let from_len =
+        indexed_loop("0", "1", "icmp lt v2, v10", "v0").replace("    v12 = iconst 0\n", "    v12 = arraylen v1\n");
+    assert_eq!(checks(&from_len), 0);
 }
