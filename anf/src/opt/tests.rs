@@ -1960,3 +1960,22 @@ b0(v0: ptr):
         assert_eq!(count(&out, "main", "elemaddr v0,"), 1, "{out}");
     }
 }
+
+/// Inside the region between the inner map's creation and its addition, the accumulator may
+/// receive other `intGroup` additions (of another map here) and still be fused into; any other
+/// use there keeps the inner map built: an addition in another group (kind 1, at site 0), the
+/// accumulator added into another map, or a call of another function with as many arguments as
+/// an addition or a keyed addition.
+#[test]
+fn map_accumulators_fuse_only_around_other_int_additions() {
+    let fused = |extra: &str| {
+        let text = nested_map_fold("v1", extra)
+            .replace("extern $nabla_map_len(ptr) -> i64\n", "extern $nabla_map_len(ptr) -> i64\nextern $poke5(ptr, ptr, i64, i64, i64) -> ()\nextern $poke6(ptr, ptr, ptr, i64, i64, i64) -> ()\n");
+        count(&opt(&text), "main", "map_new") == 1
+    };
+    assert!(fused("    v32 = iconst 0\n    v33 = iconst 7\n    call $nabla_map_add_scaled(v2, v0, v1, v32, v33)\n"));
+    assert!(!fused("    v32 = iconst 0\n    v34 = iconst 1\n    call $nabla_map_add_scaled(v2, v0, v1, v34, v32)\n"));
+    assert!(!fused("    v32 = iconst 0\n    v33 = iconst 7\n    call $nabla_map_add_scaled(v0, v2, v1, v32, v33)\n"));
+    assert!(!fused("    v32 = iconst 0\n    call $poke5(v2, v0, v1, v32, v32)\n"));
+    assert!(!fused("    v32 = iconst 0\n    call $poke6(v2, v0, v0, v1, v32, v32)\n"));
+}
