@@ -1979,3 +1979,50 @@ fn map_accumulators_fuse_only_around_other_int_additions() {
     assert!(!fused("    v32 = iconst 0\n    call $poke5(v2, v0, v1, v32, v32)\n"));
     assert!(!fused("    v32 = iconst 0\n    call $poke6(v2, v0, v0, v1, v32, v32)\n"));
 }
+
+/// The accumulator's scale, a value computed in the loop, must be available at each keyed
+/// addition it moves into: computed before them in their block, fused; after them, not. Computed
+/// late in the entry block (which dominates them), fused too.
+#[test]
+fn map_accumulators_fuse_only_where_the_scale_is_available() {
+    let text = "\
+extern fallible $nabla_map_new(i64, i64) -> ptr
+extern fallible $nabla_map_entries(ptr) -> ptr
+extern fallible $nabla_map_add_scaled(ptr, ptr, i64, i64, i64) -> ()
+extern fallible $nabla_map_add_scaled_key(ptr, ptr, ptr, i64, i64, i64) -> ()
+
+fn @main(ptr, i64) -> ptr {
+b0(v0: ptr, v20: i64):
+    v1 = iconst 1
+    v2 = call $nabla_map_new(v1, v1)
+    v3 = call $nabla_map_entries(v0)
+    v4 = arraylen v3
+    v5 = iconst 0
+    v18 = alloc 8
+    v19 = alloc 8
+    v21 = iconst 0
+    v22 = iconst 5
+$ENTRY    jump b1(v5)
+b1(v6: i64):
+    v7 = icmp lt v6, v4
+    brif v7, b2, b3
+b2:
+$BEFORE    v10 = call $nabla_map_new(v1, v1)
+    call $nabla_map_add_scaled_key(v10, v18, v19, v1, v21, v22)
+$AFTER    v25 = iconst 6
+    call $nabla_map_add_scaled(v2, v10, v30, v21, v25)
+    v26 = iadd v6, v1
+    jump b1(v26)
+b3:
+    return v2
+}
+";
+    let scale = "    v30 = imul v6, v20\n";
+    let news = |entry: &str, before: &str, after: &str| {
+        let out = opt(&text.replace("$ENTRY", entry).replace("$BEFORE", before).replace("$AFTER", after));
+        count(&out, "main", "map_new")
+    };
+    assert_eq!(news("", scale, ""), 1, "computed before the keyed addition");
+    assert_eq!(news("", "", scale), 2, "computed after it");
+    assert_eq!(news("    v30 = imul v20, v20\n", "", ""), 1, "computed in the entry block");
+}
