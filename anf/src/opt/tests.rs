@@ -2026,3 +2026,48 @@ b3:
     assert_eq!(news("", "", scale), 2, "computed after it");
     assert_eq!(news("    v30 = imul v20, v20\n", "", ""), 1, "computed in the entry block");
 }
+
+/// Outside the region, an `intGroup` addition into the accumulator that can reach the inner map's
+/// creation (before the loop) does not stop the fusion, nor does a read after the loop (it cannot
+/// reach the creation); a store of the accumulator's pointer
+/// that can reach it does, also in one block with no loop (an alias could read the accumulator
+/// between the creation and the addition).
+#[test]
+fn map_accumulators_fuse_around_earlier_additions_not_earlier_aliases() {
+    let earlier = nested_map_fold("v1", "").replace(
+        "    v5 = iconst 0\n",
+        "    v5 = iconst 0\n    v41 = iconst 9\n    call $nabla_map_add_scaled(v2, v0, v1, v5, v41)\n",
+    );
+    assert_eq!(count(&opt(&earlier), "main", "map_new"), 1);
+    // Read after the loop, where the creation cannot be reached from: fused.
+    let later = nested_map_fold("v1", "").replace(
+        "b3:\n    return v2\n",
+        "b3:\n    v50 = call $nabla_map_len(v2)\n    v51 = icmp lt v50, v1\n    brif v51, b9, b10\nb9:\n    return v2\nb10:\n    return v0\n",
+    );
+    assert!(later.contains("b10:"));
+    assert_eq!(count(&opt(&later), "main", "map_new"), 1);
+    let straight = "\
+extern fallible $nabla_map_new(i64, i64) -> ptr
+extern fallible $nabla_map_add_scaled(ptr, ptr, i64, i64, i64) -> ()
+extern fallible $nabla_map_add_scaled_key(ptr, ptr, ptr, i64, i64, i64) -> ()
+
+fn @main(ptr) -> ptr {
+b0(v0: ptr):
+    v1 = iconst 1
+    v2 = call $nabla_map_new(v1, v1)
+$ALIAS    v10 = call $nabla_map_new(v1, v1)
+    v18 = alloc 8
+    store v1, v18+0
+    v19 = alloc 8
+    store v1, v19+0
+    v21 = iconst 0
+    v22 = iconst 5
+    call $nabla_map_add_scaled_key(v10, v18, v19, v1, v21, v22)
+    v25 = iconst 6
+    call $nabla_map_add_scaled(v2, v10, v1, v21, v25)
+    return v2
+}
+";
+    assert_eq!(count(&opt(&straight.replace("$ALIAS", "")), "main", "map_new"), 1);
+    assert_eq!(count(&opt(&straight.replace("$ALIAS", "    store v2, v0+0\n")), "main", "map_new"), 2);
+}
