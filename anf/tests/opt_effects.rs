@@ -1868,3 +1868,113 @@ fn checks_against_another_length_leave_the_loop() {
     // `len b` of a parameter, read only inside the loop.
     assert!(!hoisted(&indexed_loop("0", "1", "icmp lt v2, v10", "v1")));
 }
+
+/// The guard's forms on the false edge (`len a <= i` exits, the body reads `a.[i]`); a guarded
+/// block that another branch also reaches when the guarding branch comes first in the layout (its
+/// fact must not hold there: the other predecessor reaches it with `i` unbounded); an index
+/// counted from a length.
+#[test]
+fn bounds_checks_from_every_guard_form_and_only_in_blocks_the_guard_alone_reaches() {
+    let checks = |text: &str| count(&opt(text), "main", "boundscheck");
+    let le = indexed_loop("0", "1", "icmp le v10, v2", "v0").replace("brif v14, b2, b3", "brif v14, b3, b2");
+    assert_eq!(checks(&le), 0);
+    let wrong_edge = indexed_loop("0", "1", "icmp le v10, v2", "v0");
+    assert_eq!(checks(&wrong_edge), 1);
+    let joined = "\
+fn @main(ptr, bool) -> f64 {
+b0(v0: ptr, v2: bool):
+    v10 = arraylen v0
+    v11 = iconst 5
+    v12 = icmp lt v11, v10
+    brif v12, b2, b1
+b1:
+    brif v2, b2, b3
+b2:
+    v13 = iconst 4
+    boundscheck v11, v10, v13
+    v14 = elemaddr v0, v11, 8
+    v15 = load.f64 v14+0
+    return v15
+b3:
+    v16 = fconst 0.0
+    return v16
+}
+";
+    assert_eq!(checks(joined), 1);
+    // Reached from the guard alone, the same check goes.
+    assert_eq!(checks(&joined.replace("brif v2, b2, b3", "brif v2, b3, b3")), 0);
+    // An index counted up from another array's length (never negative) while below `len a`.
+    let from_len =
+        indexed_loop("0", "1", "icmp lt v2, v10", "v0").replace("    v12 = iconst 0\n", "    v12 = arraylen v1\n");
+    assert_eq!(checks(&from_len), 0);
+}
+
+/// Non-negativity proved under an assumption is not remembered: `p` and `q` step as `q + 1` and
+/// `p + 1`, but another edge sets `p` to -5 (so `q` is -4 one iteration later). Proving `p`
+/// assumes `p` while visiting `q`; `q`'s answer then is not definite, and its own check stays.
+/// And an index incremented where nothing bounds it (the increment on a path that skips the
+/// guard) may wrap: its check stays too.
+#[test]
+fn bounds_checks_need_definite_non_negativity_and_increments_that_cannot_wrap() {
+    let checks = |text: &str| count(&opt(text), "main", "boundscheck");
+    let pair = "\
+fn @main(ptr, bool) -> f64 {
+b0(v0: ptr, v1: bool):
+    v10 = arraylen v0
+    v11 = iconst 0
+    v12 = fconst 0.0
+    jump b1(v11, v11, v12)
+b1(v2: i64, v3: i64, v4: f64):
+    v13 = icmp lt v2, v10
+    brif v13, b2, b5
+b2:
+    v14 = icmp lt v3, v10
+    brif v14, b3, b5
+b3:
+    v15 = iconst 7
+    boundscheck v2, v10, v15
+    v16 = elemaddr v0, v2, 8
+    v17 = load.f64 v16+0
+    boundscheck v3, v10, v15
+    v18 = elemaddr v0, v3, 8
+    v19 = load.f64 v18+0
+    v24 = fadd v17, v19
+    v20 = iconst 1
+    v21 = iadd v3, v20
+    v22 = iadd v2, v20
+    brif v1, b1(v21, v22, v24), b4
+b4:
+    v23 = iconst -5
+    jump b1(v23, v11, v24)
+b5:
+    return v4
+}
+";
+    assert_eq!(checks(pair), 2);
+    let unguarded = "\
+fn @main(ptr, bool) -> f64 {
+b0(v0: ptr, v1: bool):
+    v10 = arraylen v0
+    v11 = iconst 0
+    v12 = fconst 0.0
+    jump b1(v11, v12)
+b1(v2: i64, v3: f64):
+    v13 = icmp lt v2, v10
+    brif v13, b2, b4(v3)
+b2:
+    v15 = iconst 7
+    boundscheck v2, v10, v15
+    v16 = elemaddr v0, v2, 8
+    v17 = load.f64 v16+0
+    v18 = fadd v3, v17
+    jump b4(v18)
+b4(v19: f64):
+    v20 = iconst 1
+    v21 = iadd v2, v20
+    brif v1, b1(v21, v19), b5
+b5:
+    return v19
+}
+";
+    assert_eq!(checks(unguarded), 1);
+}

@@ -1601,3 +1601,473 @@ fn offset_element_addresses_are_carried_and_lengths_read_once() {
     let entry = &out[..header];
     assert!(entry.contains("imul v2,") && entry.contains("elemaddr v1,"), "the offset before the loop:\n{out}");
 }
+
+/// The simplifier alone, on `@main`: its output, verified.
+fn simplified(text: &str) -> String {
+    let mut m = parse(text).unwrap_or_else(|e| panic!("{e:?}"));
+    verify(&m).unwrap_or_else(|e| panic!("input does not verify: {e:?}"));
+    let facts = simplify::ModuleFacts::of(&m);
+    let main = m.func_by_name("main").unwrap();
+    simplify::simplify_function(&mut m, main, &facts);
+    let out = print(&m);
+    verify(&m).unwrap_or_else(|e| panic!("output does not verify: {e:?}\n{out}"));
+    out
+}
+
+/// The parameters of block `b` in printed IR.
+fn params_of(text: &str, b: &str) -> usize {
+    let line = text.lines().find(|l| l.starts_with(&format!("{b}(")) || l == &format!("{b}:"));
+    line.unwrap_or_else(|| panic!("no {b} in\n{text}")).matches(": ").count()
+}
+
+/// Two `f64` parameters of a loop, from `$A` and `$B` (constants the loop's entry block makes,
+/// two values: the simplifier runs before redundancy elimination could merge them), each stepped
+/// on the back edge by `$F(p)` and `$G(p)` (a one-operand operation), with an integer counter.
+const FLOAT_TWINS: &str = "\
+fn @main(i64) -> f64 {
+b0(v0: i64):
+    v1 = fconst $A
+    v2 = fconst $B
+    v3 = iconst 0
+    jump b1(v3, v1, v2)
+b1(v4: i64, v5: f64, v6: f64):
+    v7 = icmp lt v4, v0
+    brif v7, b2, b3
+b2:
+    v8 = $F v5
+    v9 = $G v6
+    v10 = iconst 1
+    v11 = iadd v4, v10
+    jump b1(v11, v8, v9)
+b3:
+    v12 = fdiv v5, v6
+    return v12
+}
+";
+
+/// Parameters in step are one value when their constants are the same number and their steps
+/// the same operation; different constants (`0.0` and `-0.0` too: `1 / x` tells them apart) or
+/// different operations keep them apart (the simplifier alone: the congruence of two constants and
+/// of two one-operand operations).
+#[test]
+fn parameters_in_step_need_equal_constants_and_equal_operations() {
+    let twins = |a: &str, b: &str, f: &str, g: &str| {
+        let text = FLOAT_TWINS.replace("$A", a).replace("$B", b).replace("$F", f).replace("$G", g);
+        let out = simplified(&text);
+        params_of(&out, "b1")
+    };
+    assert_eq!(twins("1.0", "1.0", "fneg", "fneg"), 2, "equal constants, the same operation: one value");
+    assert_eq!(twins("1.0", "1.0", "fsqrt", "fsqrt"), 2);
+    assert_eq!(twins("1.0", "2.0", "fneg", "fneg"), 3, "different constants");
+    assert_eq!(twins("0.0", "-0.0", "fneg", "fneg"), 3, "zeros of different signs");
+    assert_eq!(twins("1.0", "1.0", "fneg", "fabs"), 3, "different operations");
+    assert_eq!(twins("1.0", "1.0", "fabs", "fneg"), 3, "different operations");
+}
+
+/// Nested loops whose counters are in step in both: the outer pair enters the inner loop, and
+/// the inner loop's pair comes back to the outer header. The inner loop steps its pair by one, or
+/// swaps them (still equal): either way the congruence walk around the inner loop comes back to
+/// where it started, and must give up after a few steps rather than recurse for ever; the inner
+/// pair is proved first, then the outer one.
+#[test]
+fn counters_in_step_across_nested_loops_are_one() {
+    let text = "\
+fn @main(i64) -> i64 {
+b0(v0: i64):
+    v1 = iconst 0
+    v2 = iconst 0
+    jump b1(v1, v2)
+b1(v3: i64, v4: i64):
+    v5 = icmp lt v3, v0
+    brif v5, b2(v3, v4), b4
+b2(v6: i64, v7: i64):
+    v8 = icmp lt v6, v0
+    brif v8, b3, b1(v6, v7)
+b3:
+    v9 = iconst 1
+    v10 = iadd v6, v9
+    v11 = iadd v7, v9
+    jump b2(v10, v11)
+b4:
+    v12 = isub v3, v4
+    return v12
+}
+";
+    let out = simplified(text);
+    assert_eq!(params_of(&out, "b1"), 1, "{out}");
+    assert_eq!(params_of(&out, "b2"), 1, "{out}");
+    let swapped = simplified(&text.replace("jump b2(v10, v11)", "jump b2(v7, v6)"));
+    // Nothing changes in the loops at all: every parameter is the constant 0.
+    assert_eq!(params_of(&swapped, "b1"), 0, "{swapped}");
+    assert_eq!(params_of(&swapped, "b2"), 0, "{swapped}");
+}
+
+/// The pointers the loop of header `h` carries (its parameters of type `ptr`).
+fn carried_at(out: &str, h: &str) -> usize {
+    let line = out.lines().find(|l| l.starts_with(&format!("{h}("))).unwrap_or_else(|| panic!("no {h} in\n{out}"));
+    line.matches(": ptr").count()
+}
+
+/// The pointers loop `b1` carries.
+fn carried(out: &str) -> usize {
+    carried_at(out, "b1")
+}
+
+/// Only `elemaddr a, c + i, 8` with `c` computed from values outside the loop (integer
+/// arithmetic at most three operations deep) and `i` a counter is carried, the counter on
+/// either side of the `+`: an index that is not the counter plus an invariant keeps its address
+/// in the loop (`x`'s own address is carried in every case).
+#[test]
+fn only_invariant_offsets_plus_a_counter_are_carried() {
+    let index = |ops: &str| OFFSET_LOOP.replace("    v12 = iadd v11, v6\n", ops);
+    let cases: &[(&str, &str, usize)] = &[
+        ("offset + counter", "    v12 = iadd v11, v6\n", 2),
+        ("counter + offset", "    v12 = iadd v6, v11\n", 2),
+        ("invariant + invariant, no counter", "    v12 = iadd v11, v2\n", 1),
+        ("invariant + invariant, no counter", "    v12 = iadd v2, v11\n", 1),
+        ("i * i + counter", "    v18 = imul v6, v6\n    v12 = iadd v18, v6\n", 1),
+        ("counter + i * i", "    v18 = imul v6, v6\n    v12 = iadd v6, v18\n", 1),
+        ("c * (i * i) + counter", "    v18 = imul v6, v6\n    v19 = imul v2, v18\n    v12 = iadd v19, v6\n", 1),
+        ("(i * i) * c + counter", "    v18 = imul v6, v6\n    v19 = imul v18, v2\n    v12 = iadd v19, v6\n", 1),
+        // Three operations deep, on either side: carried (the offset is computed before the loop).
+        (
+            "((c + c) - c) * c + counter",
+            "    v18 = iadd v2, v2\n    v19 = isub v18, v2\n    v20 = imul v19, v2\n    v12 = iadd v20, v6\n",
+            2,
+        ),
+        (
+            "c * (c - (c + c)) + counter",
+            "    v18 = iadd v2, v2\n    v19 = isub v2, v18\n    v20 = imul v2, v19\n    v12 = iadd v20, v6\n",
+            2,
+        ),
+        // Four deep: not (the bound keeps what is computed again before the loop small).
+        (
+            "(((c + c) - c) * c) + c + counter",
+            "    v18 = iadd v2, v2\n    v19 = isub v18, v2\n    v20 = imul v19, v2\n    v21 = iadd v20, v2\n    v12 = iadd v21, v6\n",
+            1,
+        ),
+        (
+            "c + (c * (c - (c + c))) + counter",
+            "    v18 = iadd v2, v2\n    v19 = isub v2, v18\n    v20 = imul v2, v19\n    v21 = iadd v2, v20\n    v12 = iadd v21, v6\n",
+            1,
+        ),
+    ];
+    for &(what, ops, ptrs) in cases {
+        let out = opt(&index(ops));
+        assert_eq!(carried(&out), ptrs, "{what}:\n{out}");
+    }
+}
+
+/// A loop entered or continued by two edges of one branch (a `brif` whose both targets are the
+/// header, with different arguments) has no one first index or next address: nothing is carried.
+#[test]
+fn loops_with_two_edges_from_one_block_carry_nothing() {
+    let entered = OFFSET_LOOP.replace(
+        "    v5 = iconst 0\n    jump b1(v5)\n",
+        "    v5 = iconst 0\n    v30 = iconst 1\n    v31 = icmp lt v2, v5\n    brif v31, b1(v5), b1(v30)\n",
+    );
+    let continued = OFFSET_LOOP.replace(
+        "    jump b1(v17)\n",
+        "    v30 = iconst 2\n    v31 = iadd v6, v30\n    v32 = icmp lt v2, v5\n    brif v32, b1(v17), b1(v31)\n",
+    );
+    for text in [entered, continued] {
+        let out = opt(&text);
+        assert_eq!(carried(&out), 0, "{out}");
+        assert_eq!(count(&out, "main", "elemaddr v0,"), 1, "{out}");
+    }
+}
+
+/// An array this function made before the loop (an instruction's result, not a parameter) is
+/// carried like a parameter. Its length, read only in the loop, is read once before it: the
+/// simplifier already knows a `newarray`'s length; of an array chosen between two `newarray`s
+/// (a block parameter) it does not, and the length is read before the loop because the array is
+/// certainly one (`$CHOICE` on the `brif`: `b4` makes both). The loop's header is `b4` once
+/// the blocks are renumbered. The loop also checks an index against the length of `x` (a
+/// parameter): the read before the choice, two dominators up from the header, is that length.
+#[test]
+fn arrays_made_before_the_loop_are_carried() {
+    let text = "\
+fn @main(ptr, i64, i64, bool) -> ptr {
+b0(v0: ptr, v1: i64, v2: i64, v20: bool):
+    v3 = arraylen v0
+    brif v20, b4, b5
+b4:
+    v21 = newarray v1, 8
+    jump b6(v21)
+b5:
+    v22 = newarray v2, 8
+    jump b6($CHOICE)
+b6(v4: ptr):
+    v5 = iconst 0
+    jump b1(v5)
+b1(v6: i64):
+    v7 = icmp lt v6, v3
+    brif v7, b2, b3
+b2:
+    v10 = iadd v2, v6
+    v30 = arraylen v0
+    v31 = iconst 4
+    boundscheck v10, v30, v31
+    v8 = elemaddr v0, v6, 8
+    v9 = load.f64 v8+0
+    v11 = arraylen v4
+    v12 = iconst 3
+    boundscheck v10, v11, v12
+    v13 = elemaddr v4, v10, 8
+    store v9, v13+0
+    v14 = iconst 1
+    v15 = iadd v6, v14
+    jump b1(v15)
+b3:
+    return v4
+}
+";
+    let out = opt(&text.replace("$CHOICE", "v22"));
+    assert_eq!(carried_at(&out, "b4"), 2, "{out}");
+    let header = out.find("\nb4(").expect("the loop");
+    assert_eq!(out[..header].matches("arraylen").count(), 2, "both lengths before the loop:\n{out}");
+    assert_eq!(out[header..].matches("arraylen").count(), 0, "{out}");
+    // One of the two is a parameter of `main`, which may be any pointer: its length stays where
+    // it was read (the addresses are carried all the same).
+    let out = opt(&text.replace("$CHOICE", "v0"));
+    assert_eq!(carried_at(&out, "b4"), 2, "{out}");
+    let header = out.find("\nb4(").expect("the loop");
+    assert_eq!(out[header..].matches("arraylen").count(), 1, "{out}");
+}
+
+/// A loop that calls anything but a pure support function carries nothing: a call may compact
+/// the arena, which moves arrays, and a carried pointer would then point into the old copy. A
+/// call of `exp` keeps the loop's pointers carried.
+#[test]
+fn loops_that_call_carry_nothing_but_around_pure_support_functions() {
+    let down = "
+fn @down(i64) -> i64 {
+b0(v0: i64):
+    v1 = iconst 0
+    v2 = icmp le v0, v1
+    brif v2, b1, b2
+b1:
+    return v1
+b2:
+    v3 = iconst 1
+    v4 = isub v0, v3
+    v5 = call @down(v4)
+    return v5
+}
+";
+    let cases: &[(&str, &str, &str, usize)] = &[
+        ("extern $nabla_exp(f64) -> f64\n\n", "    v40 = call $nabla_exp(v9)\n    store v40, v15+8\n", "", 2),
+        ("extern $poke(ptr) -> ()\n\n", "    call $poke(v0)\n", "", 0),
+        ("", "    v40 = call @down(v6)\n    store v40, v15+8\n", down, 0),
+    ];
+    for &(decl, call, callee, ptrs) in cases {
+        let text = format!(
+            "{decl}{}{callee}",
+            OFFSET_LOOP.replace("    v16 = iconst 1\n", &format!("{call}    v16 = iconst 1\n"))
+        );
+        let out = opt(&text);
+        assert_eq!(count(&out, "main", "call "), 1, "{out}");
+        assert_eq!(carried(&out), ptrs, "{out}");
+    }
+}
+
+/// Only a parameter stepped by one on the back edge (`i + 1` or `1 + i`) is a counter: a second
+/// index `j` from `v2` stepped by two, or set to another value plus one, does not step its
+/// element address by one element, which stays in the loop (`x`'s, indexed by the counter, is
+/// carried in every case).
+#[test]
+fn only_parameters_stepped_by_one_are_counters() {
+    let text = "\
+fn @main(ptr, ptr, i64) -> i64 {
+b0(v0: ptr, v1: ptr, v2: i64):
+    v3 = arraylen v0
+    v4 = arraylen v1
+    v5 = iconst 0
+    jump b1(v5, v2)
+b1(v6: i64, v20: i64):
+    v7 = icmp lt v6, v3
+    brif v7, b2, b3
+b2:
+    v8 = elemaddr v0, v6, 8
+    v9 = load.f64 v8+0
+    v14 = iconst 3
+    boundscheck v20, v4, v14
+    v15 = elemaddr v1, v20, 8
+    store v9, v15+0
+    v16 = iconst 1
+    v17 = iadd v6, v16
+$STEP    jump b1(v17, v21)
+b3:
+    return v4
+}
+";
+    let cases: &[(&str, &str, usize)] = &[
+        ("j + 1", "    v21 = iadd v20, v16\n", 2),
+        ("1 + j", "    v21 = iadd v16, v20\n", 2),
+        ("j + 2", "    v22 = iconst 2\n    v21 = iadd v20, v22\n", 1),
+        ("2 + j", "    v22 = iconst 2\n    v21 = iadd v22, v20\n", 1),
+        ("2 * i + 1", "    v22 = iadd v6, v6\n    v21 = iadd v22, v16\n", 1),
+        ("1 + 2 * i", "    v22 = iadd v6, v6\n    v21 = iadd v16, v22\n", 1),
+        ("j + j", "    v21 = iadd v20, v20\n", 1),
+    ];
+    for &(what, step, ptrs) in cases {
+        let out = opt(&text.replace("$STEP", step));
+        assert_eq!(carried(&out), ptrs, "{what}:\n{out}");
+    }
+}
+
+/// A loop tested at its bottom (the header is its own latch), entered and continued by `brif`s
+/// or by `switch`es whose other target leaves: the carried pointers are passed on the edges into
+/// the header only.
+#[test]
+fn pointers_are_passed_on_branches_and_switches_into_the_loop() {
+    let text = "\
+tag t0 = @k env()
+tag t1 = @k env()
+
+fn @main(ptr, ptr, i64) -> i64 {
+b0(v0: ptr, v1: ptr, v2: i64):
+    v3 = arraylen v0
+    v5 = iconst 0
+    v6 = icmp lt v5, v3
+    $ENTER
+b1(v7: i64):
+    v8 = elemaddr v0, v7, 8
+    v9 = load.f64 v8+0
+    v10 = elemaddr v1, v7, 8
+    store v9, v10+0
+    v11 = iconst 1
+    v12 = iadd v7, v11
+    v13 = icmp lt v12, v3
+    $CONTINUE
+b3:
+    return v3
+}
+
+fn @k(ptr) -> i64 {
+b0(v0: ptr):
+    v1 = iconst 0
+    return v1
+}
+";
+    for (enter, cont) in [
+        ("brif v6, b1(v5), b3", "brif v13, b1(v12), b3"),
+        ("brif v6, b3, b1(v5)", "brif v13, b3, b1(v12)"),
+        ("switch v2, [t0: b3, t1: b1(v5)]", "switch v2, [t0: b1(v12), t1: b3]"),
+    ] {
+        let out = opt(&text.replace("$ENTER", enter).replace("$CONTINUE", cont));
+        assert_eq!(carried(&out), 2, "{enter}; {cont}:\n{out}");
+        assert_eq!(count(&out, "main", "elemaddr v0,"), 1, "{out}");
+    }
+}
+
+/// Inside the region between the inner map's creation and its addition, the accumulator may
+/// receive other `intGroup` additions (of another map here) and still be fused into; any other
+/// use there keeps the inner map built: an addition in another group (kind 1, at site 0), the
+/// accumulator added into another map, or a call of another function with as many arguments as
+/// an addition or a keyed addition.
+#[test]
+fn map_accumulators_fuse_only_around_other_int_additions() {
+    let fused = |extra: &str| {
+        let text = nested_map_fold("v1", extra)
+            .replace("extern $nabla_map_len(ptr) -> i64\n", "extern $nabla_map_len(ptr) -> i64\nextern $poke5(ptr, ptr, i64, i64, i64) -> ()\nextern $poke6(ptr, ptr, ptr, i64, i64, i64) -> ()\n");
+        count(&opt(&text), "main", "map_new") == 1
+    };
+    assert!(fused("    v32 = iconst 0\n    v33 = iconst 7\n    call $nabla_map_add_scaled(v2, v0, v1, v32, v33)\n"));
+    assert!(!fused("    v32 = iconst 0\n    v34 = iconst 1\n    call $nabla_map_add_scaled(v2, v0, v1, v34, v32)\n"));
+    assert!(!fused("    v32 = iconst 0\n    v33 = iconst 7\n    call $nabla_map_add_scaled(v0, v2, v1, v32, v33)\n"));
+    assert!(!fused("    v32 = iconst 0\n    call $poke5(v2, v0, v1, v32, v32)\n"));
+    assert!(!fused("    v32 = iconst 0\n    call $poke6(v2, v0, v0, v1, v32, v32)\n"));
+}
+
+/// The accumulator's scale, a value computed in the loop, must be available at each keyed
+/// addition it moves into: computed before them in their block, fused; after them, not. Computed
+/// late in the entry block (which dominates them), fused too.
+#[test]
+fn map_accumulators_fuse_only_where_the_scale_is_available() {
+    let text = "\
+extern fallible $nabla_map_new(i64, i64) -> ptr
+extern fallible $nabla_map_entries(ptr) -> ptr
+extern fallible $nabla_map_add_scaled(ptr, ptr, i64, i64, i64) -> ()
+extern fallible $nabla_map_add_scaled_key(ptr, ptr, ptr, i64, i64, i64) -> ()
+
+fn @main(ptr, i64) -> ptr {
+b0(v0: ptr, v20: i64):
+    v1 = iconst 1
+    v2 = call $nabla_map_new(v1, v1)
+    v3 = call $nabla_map_entries(v0)
+    v4 = arraylen v3
+    v5 = iconst 0
+    v18 = alloc 8
+    v19 = alloc 8
+    v21 = iconst 0
+    v22 = iconst 5
+$ENTRY    jump b1(v5)
+b1(v6: i64):
+    v7 = icmp lt v6, v4
+    brif v7, b2, b3
+b2:
+$BEFORE    v10 = call $nabla_map_new(v1, v1)
+    call $nabla_map_add_scaled_key(v10, v18, v19, v1, v21, v22)
+$AFTER    v25 = iconst 6
+    call $nabla_map_add_scaled(v2, v10, v30, v21, v25)
+    v26 = iadd v6, v1
+    jump b1(v26)
+b3:
+    return v2
+}
+";
+    let scale = "    v30 = imul v6, v20\n";
+    let news = |entry: &str, before: &str, after: &str| {
+        let out = opt(&text.replace("$ENTRY", entry).replace("$BEFORE", before).replace("$AFTER", after));
+        count(&out, "main", "map_new")
+    };
+    assert_eq!(news("", scale, ""), 1, "computed before the keyed addition");
+    assert_eq!(news("", "", scale), 2, "computed after it");
+    assert_eq!(news("    v30 = imul v20, v20\n", "", ""), 1, "computed in the entry block");
+}
+
+/// Outside the region, an `intGroup` addition into the accumulator that can reach the inner map's
+/// creation (before the loop) does not stop the fusion, nor does a read after the loop (it cannot
+/// reach the creation); a store of the accumulator's pointer
+/// that can reach it does, also in one block with no loop (an alias could read the accumulator
+/// between the creation and the addition).
+#[test]
+fn map_accumulators_fuse_around_earlier_additions_not_earlier_aliases() {
+    let earlier = nested_map_fold("v1", "").replace(
+        "    v5 = iconst 0\n",
+        "    v5 = iconst 0\n    v41 = iconst 9\n    call $nabla_map_add_scaled(v2, v0, v1, v5, v41)\n",
+    );
+    assert_eq!(count(&opt(&earlier), "main", "map_new"), 1);
+    // Read after the loop, where the creation cannot be reached from: fused.
+    let later = nested_map_fold("v1", "").replace(
+        "b3:\n    return v2\n",
+        "b3:\n    v50 = call $nabla_map_len(v2)\n    v51 = icmp lt v50, v1\n    brif v51, b9, b10\nb9:\n    return v2\nb10:\n    return v0\n",
+    );
+    assert!(later.contains("b10:"));
+    assert_eq!(count(&opt(&later), "main", "map_new"), 1);
+    let straight = "\
+extern fallible $nabla_map_new(i64, i64) -> ptr
+extern fallible $nabla_map_add_scaled(ptr, ptr, i64, i64, i64) -> ()
+extern fallible $nabla_map_add_scaled_key(ptr, ptr, ptr, i64, i64, i64) -> ()
+
+fn @main(ptr) -> ptr {
+b0(v0: ptr):
+    v1 = iconst 1
+    v2 = call $nabla_map_new(v1, v1)
+$ALIAS    v10 = call $nabla_map_new(v1, v1)
+    v18 = alloc 8
+    store v1, v18+0
+    v19 = alloc 8
+    store v1, v19+0
+    v21 = iconst 0
+    v22 = iconst 5
+    call $nabla_map_add_scaled_key(v10, v18, v19, v1, v21, v22)
+    v25 = iconst 6
+    call $nabla_map_add_scaled(v2, v10, v1, v21, v25)
+    return v2
+}
+";
+    assert_eq!(count(&opt(&straight.replace("$ALIAS", "")), "main", "map_new"), 1);
+    assert_eq!(count(&opt(&straight.replace("$ALIAS", "    store v2, v0+0\n")), "main", "map_new"), 2);
+}

@@ -750,3 +750,25 @@ fn one_word_collections_make_a_table_only_past_four_entries() {
         }
     }
 }
+
+/// A one-word bag that made a table and then shrank keeps its table (three or four entries in
+/// it): added into an empty bag, it leaves that bag inline, with no table of its own (a table is
+/// reserved ahead only for a source of more than four entries).
+#[test]
+fn shrunk_tables_added_in_make_no_table() {
+    for left in [3usize, 4] {
+        let mut src = Bag::new(1);
+        for k in 0..5u64 {
+            src.insert(&[k], 2).unwrap();
+        }
+        for k in left as u64..5 {
+            src.insert(&[k], -2).unwrap();
+        }
+        assert_eq!(src.len(), left);
+        assert!(src.capacity() > left, "the source keeps its table");
+        let mut dst = Bag::new(1);
+        dst.add_scaled(&src, 1).unwrap();
+        assert_eq!(dst, src, "{left} entries");
+        assert_eq!(dst.capacity(), left, "{left} entries added in are inline (no table)");
+    }
+}
