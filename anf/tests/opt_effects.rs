@@ -1841,6 +1841,18 @@ fn reverse_indexes_lose_their_checks() {
     assert_eq!(checks(&reversed_loop("isub v10, v2", "v0")), 1);
     assert_eq!(checks(&reversed_loop("isub v30, v2", "v1")), 1);
     assert_eq!(checks(&reversed_loop("isub v2, v30", "v0")), 1);
+    // `n - 2 - i` is not the last index less `i`.
+    assert_eq!(checks(&reversed_loop("isub v30, v2", "v0").replace("v29 = iconst 1", "v29 = iconst 2")), 1);
+    // A counter from -1 is below `n` but may be negative: `n - 1 - (-1)` is one past the end.
+    assert_eq!(checks(&reversed_loop("isub v30, v2", "v0").replace("v12 = iconst 0", "v12 = iconst -1")), 1);
+    // A constant length: the constant one below it less `i` is in bounds, the length itself is not.
+    let constant = |last: &str| {
+        reversed_loop("isub v30, v2", "v50")
+            .replace("    v10 = arraylen v0\n", "    v10 = iconst 5\n    v50 = newarray v10, 8\n")
+            .replace("    v30 = isub v10, v29\n", &format!("    v30 = iconst {last}\n"))
+    };
+    assert_eq!(checks(&constant("4")), 0);
+    assert_eq!(checks(&constant("5")), 1);
 }
 
 /// Hoisted checks (`opt::hoist`): a counted loop's check of its counter against the length of an
@@ -1867,6 +1879,38 @@ fn checks_against_another_length_leave_the_loop() {
     assert!(!hoisted(&divided));
     // `len b` of a parameter, read only inside the loop.
     assert!(!hoisted(&indexed_loop("0", "1", "icmp lt v2, v10", "v1")));
+    // Arithmetic that cannot fail before the check (an addition, a multiplication) does not stop it.
+    let added = made("0", "1").replace(
+        "    v15 = arraylen v50\n",
+        "    v40 = iconst 5\n    v41 = iadd v40, v2\n    v42 = imul v41, v2\n    v43 = itof v42\n    v15 = arraylen v50\n",
+    )
+    .replace("    v19 = fadd v3, v18\n", "    v44 = fadd v18, v43\n    v19 = fadd v3, v44\n");
+    assert!(hoisted(&added));
+    // A bound that changes in the loop (a parameter of the header counted down): not hoisted.
+    let moving = made("0", "1")
+        .replace("    jump b1(v12, v13)\n", "    jump b1(v12, v13, v10)\n")
+        .replace(
+            "b1(v2: i64, v3: f64):\n    v14 = icmp lt v2, v10\n",
+            "b1(v2: i64, v3: f64, v60: i64):\n    v14 = icmp lt v2, v60\n",
+        )
+        .replace(
+            "    jump b1(v21, v19)\n",
+            "    v61 = iconst 1\n    v62 = isub v60, v61\n    jump b1(v21, v19, v62)\n",
+        );
+    assert!(moving.contains("v62 = isub") && moving.contains("icmp lt v2, v60"));
+    assert!(!hoisted(&moving));
+    // A header that may fail before its test (a division): not hoisted.
+    let header = made("0", "1").replace(
+        "    v14 = icmp lt v2, v10\n",
+        "    v46 = iconst 5\n    v47 = sdiv v46, v2\n    v48 = itof v47\n    v14 = icmp lt v2, v10\n",
+    );
+    assert!(!hoisted(&header.replace("    v19 = fadd v3, v18\n", "    v19 = fadd v48, v18\n")));
+    // A header entered twice from before the loop: not hoisted.
+    let twice = made("0", "1").replace(
+        "    jump b1(v12, v13)\n",
+        "    v49 = icmp lt v12, v11\n    v51 = fconst 1.0\n    brif v49, b1(v12, v13), b1(v12, v51)\n",
+    );
+    assert!(!hoisted(&twice));
 }
 
 /// The guard's forms on the false edge (`len a <= i` exits, the body reads `a.[i]`); a guarded
