@@ -21,11 +21,12 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use super::simplify::quiet;
 use super::strength::{
     arg_to, def_op, dominating_length, edges_to, insert_before_end, is_increment_of, made_array, natural_loop,
 };
 use crate::ir::cfg::{successors, Dominators};
-use crate::ir::{BinaryOp, Block, BlockCall, Cmp, Function, InstData, Op, TrapCode, Type, Value, ValueData, ValueDef};
+use crate::ir::{Block, BlockCall, Cmp, Function, InstData, Op, TrapCode, Type, Value, ValueData, ValueDef};
 
 /// Hoists the checks of `func`'s counted loops; true if any loop changed.
 pub(super) fn hoist(func: &mut Function) -> bool {
@@ -135,26 +136,6 @@ fn plan(func: &Function, doms: &Dominators, preds: &FxHashMap<Block, Vec<Block>>
         }
     }
     (!checks.is_empty()).then_some(Plan { pre, counter, bound, body, checks })
-}
-
-/// Does `op` neither fail nor have an effect (so running it or not is the same)?
-fn quiet(op: &Op) -> bool {
-    match op {
-        Op::Iconst(_)
-        | Op::Fconst(_)
-        | Op::Bconst(_)
-        | Op::Null
-        | Op::TagConst(_)
-        | Op::Unary(..)
-        | Op::Icmp(..)
-        | Op::Fcmp(..)
-        | Op::Select(..)
-        | Op::Load(..)
-        | Op::ArrayLen(_)
-        | Op::ElemAddr(..) => true,
-        Op::Binary(op, _, _) => !matches!(op, BinaryOp::Sdiv | BinaryOp::Srem),
-        _ => false,
-    }
 }
 
 /// Rewrites the loop headed by `h` as `plan` says.

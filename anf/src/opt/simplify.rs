@@ -1020,23 +1020,31 @@ impl<'a> Simplifier<'a> {
     /// Can `op` be removed when its results are unused (it cannot fail and has no effect)?
     fn pure(&self, op: &Op) -> bool {
         match op {
-            Op::Iconst(_)
-            | Op::Fconst(_)
-            | Op::Bconst(_)
-            | Op::Null
-            | Op::TagConst(_)
-            | Op::Unary(..)
-            | Op::Icmp(..)
-            | Op::Fcmp(..)
-            | Op::Select(..)
-            | Op::Load(..)
-            | Op::ArrayLen(_)
-            | Op::ElemAddr(..) => true,
             Op::Binary(BinaryOp::Sdiv | BinaryOp::Srem, _, y) => self.int(*y).is_some_and(|q| q != 0),
-            Op::Binary(..) => true,
             Op::CallExt(e, _) => self.facts.pure.get(e.index()).copied().unwrap_or(false),
-            _ => false,
+            _ => quiet(op),
         }
+    }
+}
+
+/// Does `op` neither fail nor have an effect, whatever its operands (so running it or not is the
+/// same)? A division may fail; `Simplifier::pure` knows more where the divisor is a constant.
+pub(super) fn quiet(op: &Op) -> bool {
+    match op {
+        Op::Iconst(_)
+        | Op::Fconst(_)
+        | Op::Bconst(_)
+        | Op::Null
+        | Op::TagConst(_)
+        | Op::Unary(..)
+        | Op::Icmp(..)
+        | Op::Fcmp(..)
+        | Op::Select(..)
+        | Op::Load(..)
+        | Op::ArrayLen(_)
+        | Op::ElemAddr(..) => true,
+        Op::Binary(op, _, _) => !matches!(op, BinaryOp::Sdiv | BinaryOp::Srem),
+        _ => false,
     }
 }
 
