@@ -1911,6 +1911,17 @@ fn checks_against_another_length_leave_the_loop() {
         "    v49 = icmp lt v12, v11\n    v51 = fconst 1.0\n    brif v49, b1(v12, v13), b1(v12, v51)\n",
     );
     assert!(!hoisted(&twice));
+    // An array the loop carries, one of two each iteration: its length is not the loop's to read
+    // before it.
+    let carried = made("0", "1")
+        .replace("    v50 = newarray v11, 8\n", "    v50 = newarray v11, 8\n    v53 = newarray v11, 8\n")
+        .replace("    jump b1(v12, v13)\n", "    jump b1(v12, v13, v50)\n")
+        .replace("b1(v2: i64, v3: f64):\n", "b1(v2: i64, v3: f64, v52: ptr):\n")
+        .replace("    v15 = arraylen v50\n", "    v15 = arraylen v52\n")
+        .replace("    v17 = elemaddr v50, v2, 8\n", "    v17 = elemaddr v52, v2, 8\n")
+        .replace("    jump b1(v21, v19)\n", "    jump b1(v21, v19, v53)\n");
+    assert!(carried.contains("arraylen v52") && carried.contains("jump b1(v21, v19, v53)"));
+    assert!(!hoisted(&carried));
 }
 
 /// The guard's forms on the false edge (`len a <= i` exits, the body reads `a.[i]`); a guarded
