@@ -189,30 +189,22 @@ fn run<E>(
     let funcs: Vec<FuncId> = module.funcs.keys().filter(|f| kept[f.index()]).collect();
     for f in funcs {
         if scopes::drop_idle(module, f, &mut allocating) {
-            check(module, "idle compaction scopes", f)?;
-            simplify::simplify_function(module, f, &facts);
-            check(module, "simplification", f)?;
+            checked_then_simplified(module, f, &facts, check, "idle compaction scopes")?;
             // A loop without its scope may count an index in step with its counter now (the
             // simplifier merges the two), which bounds the index by the loop's test.
             if bounds::eliminate(&mut module.funcs[f]) {
-                check(module, "bounds-check elimination", f)?;
-                simplify::simplify_function(module, f, &facts);
-                check(module, "simplification", f)?;
+                checked_then_simplified(module, f, &facts, check, "bounds-check elimination")?;
             }
         }
         // Once no other check will be eliminated: checks of a loop's counter against another
         // length become one comparison before the loop (the loop's test runs to the smaller).
         if hoist::hoist(&mut module.funcs[f]) {
-            check(module, "hoisted bounds checks", f)?;
-            simplify::simplify_function(module, f, &facts);
-            check(module, "simplification", f)?;
+            checked_then_simplified(module, f, &facts, check, "hoisted bounds checks")?;
         }
         // Last of all, once no pass will look at the loops again: element addresses carried by
         // the loops that step through them.
         if detached(module, f, strength::reduce) {
-            check(module, "strength reduction", f)?;
-            simplify::simplify_function(module, f, &facts);
-            check(module, "simplification", f)?;
+            checked_then_simplified(module, f, &facts, check, "strength reduction")?;
         }
     }
     Ok(prune(module, roots))
@@ -230,9 +222,7 @@ fn local_passes<E>(
     simplify::simplify_function(module, f, facts);
     check(module, "simplification", f)?;
     if cse::eliminate(&mut module.funcs[f], facts) {
-        check(module, "redundancy elimination", f)?;
-        simplify::simplify_function(module, f, facts);
-        check(module, "simplification", f)?;
+        checked_then_simplified(module, f, facts, check, "redundancy elimination")?;
     }
     // Again when the simplifier removed what a decided condition guarded: a block that had
     // several predecessors may have one now, and the facts of its branch reach further.
@@ -240,14 +230,10 @@ fn local_passes<E>(
         if !guards::fold(&mut module.funcs[f]) {
             break;
         }
-        check(module, "decided conditions", f)?;
-        simplify::simplify_function(module, f, facts);
-        check(module, "simplification", f)?;
+        checked_then_simplified(module, f, facts, check, "decided conditions")?;
     }
     if bounds::eliminate(&mut module.funcs[f]) {
-        check(module, "bounds-check elimination", f)?;
-        simplify::simplify_function(module, f, facts);
-        check(module, "simplification", f)?;
+        checked_then_simplified(module, f, facts, check, "bounds-check elimination")?;
     }
     let fused = detached(module, f, bags::fuse);
     check(module, "bag fusion", f)?;
@@ -270,16 +256,25 @@ fn local_passes<E>(
     // (Callees are final by now, or not yet optimised, which allocate no less; the memo is this
     // function's own.)
     if scopes::drop_idle(module, f, &mut rustc_hash::FxHashMap::default()) {
-        check(module, "idle compaction scopes", f)?;
-        simplify::simplify_function(module, f, facts);
-        check(module, "simplification", f)?;
+        checked_then_simplified(module, f, facts, check, "idle compaction scopes")?;
         if bounds::eliminate(&mut module.funcs[f]) {
-            check(module, "bounds-check elimination", f)?;
-            simplify::simplify_function(module, f, facts);
-            check(module, "simplification", f)?;
+            checked_then_simplified(module, f, facts, check, "bounds-check elimination")?;
         }
     }
     Ok(())
+}
+
+/// After a pass that changed function `f`: its check, then the simplifier and its check.
+fn checked_then_simplified<E>(
+    module: &mut Module,
+    f: FuncId,
+    facts: &simplify::ModuleFacts,
+    check: &mut dyn FnMut(&Module, &str, FuncId) -> Result<(), E>,
+    pass: &str,
+) -> Result<(), E> {
+    check(module, pass, f)?;
+    simplify::simplify_function(module, f, facts);
+    check(module, "simplification", f)
 }
 
 /// Runs a pass on function `f` taken out of the module, so that it can read and add the module's
