@@ -1924,6 +1924,75 @@ fn checks_against_another_length_leave_the_loop() {
     assert!(!hoisted(&carried));
 }
 
+/// Hoisted checks (`opt::hoist`), the array's side: an array an outer loop carries (made by
+/// `newarray` on every path in, its length read nowhere before the inner loop) is certainly an
+/// array, so the inner loop's check of it leaves the loop; the same loop over a parameter's array
+/// keeps it. And the body's side: a body the header's false edge also reaches (through a block
+/// in the loop) runs with the counter past the bound, so its check stays; a header whose two
+/// edges go to one block is not a counted loop's.
+#[test]
+fn checks_leave_only_bodies_the_test_alone_enters_for_arrays_certainly_made() {
+    let hoisted = |text: &str| {
+        let out = opt(text);
+        assert_eq!(count(&out, "main", "boundscheck"), 1, "{out}");
+        count(&out, "main", "trap unreachable") == 1
+    };
+    let outer = "\
+fn @main(ptr, ptr) -> f64 {
+b0(v0: ptr, v1: ptr):
+    v10 = arraylen v0
+    v11 = arraylen v1
+    v12 = iconst 0
+    v13 = fconst 0.0
+    v50 = newarray v10, 8
+    jump b4(v12, v13, v50)
+b4(v30: i64, v31: f64, v52: ptr):
+    v32 = icmp lt v30, v10
+    brif v32, b5, b6
+b5:
+    jump b1(v12, v31)
+b1(v2: i64, v3: f64):
+    v14 = icmp lt v2, v11
+    brif v14, b2, b3
+b2:
+    v15 = arraylen v52
+    v16 = iconst 7
+    boundscheck v2, v15, v16
+    v17 = elemaddr v52, v2, 8
+    v18 = load.f64 v17+0
+    v19 = fadd v3, v18
+    v20 = iconst 1
+    v21 = iadd v2, v20
+    jump b1(v21, v19)
+b3:
+    v33 = iconst 1
+    v34 = iadd v30, v33
+    v35 = newarray v34, 8
+    jump b4(v34, v3, v35)
+b6:
+    return v31
+}
+";
+    assert!(hoisted(outer));
+    let parameter =
+        outer.replace("    v50 = newarray v10, 8\n", "").replace("jump b4(v12, v13, v50)", "jump b4(v12, v13, v0)");
+    assert!(parameter.contains("jump b4(v12, v13, v0)"));
+    assert!(!hoisted(&parameter));
+    // The false edge reaches the body too, through `b4` while `v4` holds: not hoisted.
+    let made = indexed_loop("0", "1", "icmp lt v2, v10", "v50")
+        .replace("fn @main(ptr, ptr)", "fn @main(ptr, ptr, bool)")
+        .replace("b0(v0: ptr, v1: ptr):\n", "b0(v0: ptr, v1: ptr, v4: bool):\n")
+        .replace("    v11 = arraylen v1\n", "    v11 = arraylen v1\n    v50 = newarray v11, 8\n");
+    assert!(hoisted(&made));
+    let rejoined = made
+        .replace("brif v14, b2, b3", "brif v14, b2, b4")
+        .replace("b3:\n    return v3\n", "b4:\n    brif v4, b2, b3\nb3:\n    return v3\n");
+    assert!(rejoined.contains("brif v4, b2, b3"));
+    assert!(!hoisted(&rejoined));
+    // Both edges to the body: the header tests nothing.
+    assert!(!hoisted(&made.replace("brif v14, b2, b3", "brif v14, b2, b2").replace("b3:\n    return v3\n", "")));
+}
+
 /// The guard's forms on the false edge (`len a <= i` exits, the body reads `a.[i]`); a guarded
 /// block that another branch also reaches when the guarding branch comes first in the layout (its
 /// fact must not hold there: the other predecessor reaches it with `i` unbounded); an index
