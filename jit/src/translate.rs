@@ -1122,3 +1122,110 @@ pub(crate) fn translate_cold_trampoline(
     let config = module.target_config();
     b.finalize(config);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The values `split_at_calls` splits at each call of `@main` in `text`, in layout order,
+    /// printed and sorted (a call with nothing to split gives an empty list).
+    fn splits(text: &str, cold: &[&str]) -> Vec<Vec<String>> {
+        let m = ir::parse::parse(text).unwrap_or_else(|e| panic!("{e:?}"));
+        let f = &m.funcs[m.func_by_name("main").expect("a main function")];
+        // Only the names of the cold trampolines matter here; any id stands for them.
+        let cold: FxHashMap<String, ClFuncId> =
+            cold.iter().map(|s| (s.to_string(), cranelift_module::FuncId::from_u32(0))).collect();
+        let env = ModuleEnv {
+            ir: &m,
+            funcs: &[],
+            externs: &[],
+            trap_fn: None,
+            alloc_fn: None,
+            may_fail: &[],
+            recursive: &[],
+            cold: &cold,
+        };
+        let plan = split_at_calls(&env, f, &ir::cfg::reverse_postorder(f));
+        let mut out = Vec::new();
+        for &b in &f.layout {
+            for &i in &f.blocks[b].insts {
+                if matches!(f.insts[i].op, ir::Op::Call(..) | ir::Op::CallExt(..)) {
+                    let mut vs: Vec<String> = plan.get(&i).into_iter().flatten().map(|v| v.to_string()).collect();
+                    vs.sort();
+                    out.push(vs);
+                }
+            }
+        }
+        out
+    }
+
+    /// Liveness across calls: a compiled function's call splits the `f64`s, integers and
+    /// pointers live after it (never a `Bool`, never the call's own result or a value last used
+    /// by it); a support function's only the `f64`s; a cold one's nothing. What a block needs at
+    /// its end is the union of what its successors need (`b1` branches to one block reading `v6`
+    /// and another reading `v2`).
+    #[test]
+    fn the_values_live_across_each_call_are_split() {
+        let text = "\
+extern $test_sin(f64) -> f64
+extern $nabla_arena_since(i64) -> i64
+
+fn @g(f64, i64) -> f64 {
+b0(v0: f64, v1: i64):
+    return v0
+}
+
+fn @main(f64, i64, ptr) -> f64 {
+b0(v0: f64, v1: i64, v2: ptr):
+    v3 = fconst 2.0
+    v4 = fmul v0, v3
+    v5 = iconst 3
+    v6 = iadd v1, v5
+    v7 = icmp lt v1, v5
+    v8 = call @g(v0, v1)
+    v9 = call $test_sin(v8)
+    v16 = call $nabla_arena_since(v6)
+    jump b1(v9)
+b1(v10: f64):
+    brif v7, b2, b3
+b2:
+    v11 = fadd v10, v4
+    v12 = call @g(v11, v6)
+    return v12
+b3:
+    v13 = arraylen v2
+    v14 = itof v13
+    v15 = fadd v14, v4
+    return v15
+}
+";
+        let s = |vs: &[&str]| vs.iter().map(|v| v.to_string()).collect::<Vec<_>>();
+        assert_eq!(splits(text, &["nabla_arena_since"]), vec![s(&["v2", "v4", "v6"]), s(&["v4"]), s(&[]), s(&[])],);
+        // Not cold, the arena's call is a real one too (the f64s only: `v4`, and `v9`, which the
+        // jump reads after it).
+        assert_eq!(splits(text, &[]), vec![s(&["v2", "v4", "v6"]), s(&["v4"]), s(&["v4", "v9"]), s(&[])]);
+        // No call: nothing.
+        let no_call = text.replace("    v12 = call @g(v11, v6)\n    return v12\n", "    return v11\n");
+        let no_call = no_call
+            .replace("    v8 = call @g(v0, v1)\n    v9 = call $test_sin(v8)\n", "    v9 = fadd v0, v4\n")
+            .replace("    v16 = call $nabla_arena_since(v6)\n", "");
+        assert_eq!(splits(&no_call, &[]), Vec::<Vec<String>>::new());
+    }
+
+    /// More values than one word of the live sets holds: 70 `f64`s live across one call.
+    #[test]
+    fn live_sets_span_several_words() {
+        let mut text = String::from("extern $test_sin(f64) -> f64\n\nfn @main(f64) -> f64 {\nb0(v0: f64):\n");
+        for k in 1..=70 {
+            text.push_str(&format!("    v{k} = fadd v0, v0\n"));
+        }
+        text.push_str("    v100 = call $test_sin(v0)\n    v101 = fadd v100, v1\n");
+        for k in 2..=70 {
+            text.push_str(&format!("    v{} = fadd v{}, v{k}\n", 100 + k, 99 + k));
+        }
+        text.push_str("    return v170\n}\n");
+        let mut want: Vec<String> = (1..=70).map(|k| format!("v{k}")).collect();
+        want.sort();
+        assert_eq!(splits(&text, &[]), vec![want]);
+    }
+}
