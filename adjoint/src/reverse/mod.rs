@@ -10,7 +10,8 @@
 //! - **Forward phase** = the primal let-series itself (after inlining statically known functions
 //!   and A-normalisation): straight-line values stay let-bound variables the reverse phase refers
 //!   to; no tape. `fold`/`iterate` whose reverse needs the loop-carried value record it per
-//!   iteration in a tape array (`tape'`, `tapeSet'`) sized by the trip count.
+//!   iteration in a tape array (`tape'`, `tapeSet'`) sized by the trip count, and so do the
+//!   discrete values their body computes with a loop of its own, when the reverse reads them.
 //! - **Reverse phase** = for each binding in reverse order, its transposed Jacobian applied to the
 //!   binding's adjoint (rule 5 on the linear map of the binding, the partials from
 //!   `crate::rules`). Scalar adjoints are SSA sums; array adjoints are uniquely owned accumulators
@@ -1963,6 +1964,14 @@ impl Ad<'_, '_> {
 
     /// The accumulator `g·1` of the shape of `primal` (an [`Adj::B`] made an array).
     fn broadcast(&mut self, out: &mut Vec<Bind>, g: E, ty: &Type, primal: &E) -> R<E> {
+        if *ty == Type::array(Type::Real) {
+            // build n (λi. 0.0 + g): what `accAddAll' (zeros' n) g` computes, in one pass.
+            let n = self.len_of(out, primal);
+            let c = self.emit(out, "d", rbin(BinOp::Add, &real(0.0), &g));
+            let iid = self.t.fresh();
+            let f = lam(iid, &"i".into(), &Type::Int, c);
+            return Ok(self.emit(out, "d", call(Builtin::Build, &[n, f], ty.clone())));
+        }
         let z = self.zero(out, ty, primal)?;
         Ok(self.emit(out, "d", call(Builtin::AccAddAll, &[z, g], ty.clone())))
     }
@@ -2153,8 +2162,21 @@ impl Ad<'_, '_> {
         if let Some((x, steps)) = self.path_of(a) {
             return self.add_path(out, &x, &steps, Leaf::Axpy(s, y));
         }
-        let acc = self.acc(out, a)?;
-        let v = self.emit(out, "d", call(Builtin::AccAxpy, &[acc, s, y], a.ty.clone()));
+        let id = self.root(local(a).unwrap());
+        let v = if a.ty == Type::array(Type::Real) && !self.adj.contains_key(&id) {
+            // The first contribution (lse's softmax, s·e): a new array 0.0 + s·y_i, what
+            // `accAxpy' (zeros' n) s y` computes, in one pass instead of two.
+            let vid = self.t.fresh();
+            let v = var(vid, &"v".into(), &Type::Real);
+            let mut bo = Vec::new();
+            let p = self.emit(&mut bo, "p", rbin(BinOp::Mul, &s, &v));
+            let r = self.emit(&mut bo, "d", rbin(BinOp::Add, &real(0.0), &p));
+            let f = lam(vid, &"v".into(), &Type::Real, lets(bo, r));
+            self.emit(out, "d", call(Builtin::Map, &[f, y], a.ty.clone()))
+        } else {
+            let acc = self.acc(out, a)?;
+            self.emit(out, "d", call(Builtin::AccAxpy, &[acc, s, y], a.ty.clone()))
+        };
         self.set_acc(a, v);
         Ok(())
     }
