@@ -478,11 +478,13 @@ fn additive_folds_run_in_one_loop() {
 /// k-means through the nearest centroid's index (`examples/pb_nearest.nbl`, values against the
 /// reducer there): the loop finding the index is read only through an `Int` and gets no tape;
 /// the sum over the points, which captures the centroids (an array of arrays), runs forward and
-/// reverse in one loop; and the gradient of that gradient (the Hessian's diagonal) tapes
-/// nothing: the only scalars its reverse reads from the inner loops' carries are their
-/// counters, recomputed from the iteration index.
+/// reverse in one loop; and the gradient of that gradient (the Hessian's diagonal) tapes only
+/// each point's nearest index, a discrete value computed by a loop in the outer loop's body:
+/// its reverse reads the index from the tape instead of running the loop over the centroids
+/// again (the only scalars it reads from the inner loops' carries are their counters,
+/// recomputed from the iteration index).
 #[test]
-fn nearest_index_loops_are_untaped_and_fused() {
+fn nearest_index_loops_are_fused_and_taped_once() {
     let src =
         std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/pb_nearest.nbl"))
             .unwrap()
@@ -498,7 +500,19 @@ fn nearest_index_loops_are_untaped_and_fused() {
             let (_, sites) = adjoint::reverse::transform_listing(&mono).unwrap();
             let outer = sites.last().unwrap();
             let all = || sites.iter().flat_map(|s| s.forward.iter().chain(&s.reverse));
-            assert!(all().all(|l| !l.contains("tape'")), "{main}: {}", outer.forward.join("\n"));
+            // (`tape' 0` is the empty carry tape of a loop whose reverse reads none of its carry.)
+            let tapes = all().map(|l| l.matches("tape'").count() - l.matches("tape' 0").count()).sum::<usize>();
+            if fused {
+                assert_eq!(tapes, 0, "{main}: {}", outer.forward.join("\n"));
+            } else {
+                // One tape, of each point's nearest index, written by the outer forward loop and
+                // read by its reverse, which runs no distance to any centroid but that one.
+                let fwd = outer.forward.join("\n");
+                let rev = outer.reverse.join("\n");
+                assert_eq!(tapes, 1, "{main}: {fwd}");
+                assert!(fwd.contains("dj < bd") && fwd.contains("tapeSet'"), "{main}: {fwd}");
+                assert!(rev.contains("tape.[") && !rev.contains("dj < bd"), "{main}: {rev}");
+            }
             if fused {
                 // Loops bound at the top of each phase (a λ's body may hold others).
                 let loops = |lines: &[String]| {
@@ -698,6 +712,52 @@ fn partials_read_the_forward_result() {
             let text = runtime::engine::ir_text(&mono, true).unwrap();
             let calls = text.lines().filter(|l| l.contains(&format!("call {callee}("))).count();
             assert_eq!(calls, want, "{body}\n{text}");
+        }
+    });
+}
+
+/// A discrete value a loop body computes with a loop of its own (an index by `iterate`, a `Bool`
+/// by `fold`, a count by `while`) is taped by the enclosing loop's forward phase and read back
+/// by its reverse, per iteration: the values here differ from one iteration to the next (the
+/// argmax moves as the carried array changes; each row has its own argmin), so a tape read at
+/// the wrong iteration gives other gradients than the reducer's. Both engines agree, and the
+/// reverse phases run none of those inner loops again.
+#[test]
+fn discrete_values_of_inner_loops_are_taped() {
+    let progs = [
+        // An iterate whose carry holds an array (the tape holds the whole carry) and an argmax.
+        "def argmax (x : Array Real) = (iterate (len x - 1) (fun (j, b) -> if x.[j] > x.[b] then (j + 1, j) else (j + 1, b)) (1, 0)).2
+def f (x0 : Array Real) = (iterate 4 (fun (x, acc) -> let m = argmax x in
+  (build (len x) (fun i -> if i == m then 0.5 * x.[i] * x.[i] else x.[i] + 0.1), acc + x.[m] * toReal (m + 1))) (x0, 0.0)).2
+def main = (f [1.0, 3.0, 2.0, 2.5], grad f [1.0, 3.0, 2.0, 2.5])",
+        // A fold over rows: each row's argmin (an iterate) and whether it has a negative entry
+        // (a fold to a Bool).
+        "def argmin (r : Array Real) = (iterate (len r - 1) (fun (j, b) -> if r.[j] < r.[b] then (j + 1, j) else (j + 1, b)) (1, 0)).2
+def f (w : Real) (rows : Array (Array Real)) = fold (fun acc r ->
+  let m = argmin r in
+  let neg = fold (fun b v -> b || v < 0.0) false r in
+  acc * w + (if neg then r.[m] * r.[m] else w * r.[m])) 0.0 rows
+def rs = [[3.0, 1.0, 2.0], [-1.0, 4.0, 0.5], [2.0, 2.0, -3.0], [5.0, 6.0, 7.0]]
+def main = (grad (fun w -> f w rs) 1.5, grad (f 1.5) rs)",
+        // A count by `while` inside an iterate's body, used as an index and as a power.
+        "def halvings (v : Real) = (while (fun (c, u) -> u > 1.0) (fun (c, u) -> (c + 1, u / 2.0)) (0, v)).1
+def f (xs : Array Real) = (iterate (len xs) (fun (k, acc) -> let c = halvings (acc + xs.[k]) in
+  (k + 1, acc * 0.5 + xs.[k] * toReal c + xs.[c % len xs])) (0, 1.0)).2
+def main = (f [3.0, 9.0, 0.5, 20.0], grad f [3.0, 9.0, 0.5, 20.0])",
+    ];
+    frontend::with_big_stack(|| {
+        for src in progs {
+            let (v, note) = both(src);
+            assert!(note.is_none(), "{src}: {note:?}");
+            assert!(!v.to_string().contains("NaN"), "{src}: {v}");
+            let (_, mono) = runtime::prepare(src, "main").unwrap();
+            let (_, sites) = adjoint::reverse::transform_listing(&mono).unwrap();
+            let fwd: String = sites.iter().flat_map(|s| s.forward.iter()).cloned().collect::<Vec<_>>().join("\n");
+            let rev: String = sites.iter().flat_map(|s| s.reverse.iter()).cloned().collect::<Vec<_>>().join("\n");
+            assert!(fwd.contains("tapeSet'") && rev.contains("tape.["), "{src}:\n{fwd}\n{rev}");
+            for inner in ["x.[j] > x.[b]", "r.[j] < r.[b]", "v < 0.0", "u / 2.0"] {
+                assert!(!rev.contains(inner), "{src}: {inner} in the reverse:\n{rev}");
+            }
         }
     });
 }

@@ -10,7 +10,8 @@
 //! - **Forward phase** = the primal let-series itself (after inlining statically known functions
 //!   and A-normalisation): straight-line values stay let-bound variables the reverse phase refers
 //!   to; no tape. `fold`/`iterate` whose reverse needs the loop-carried value record it per
-//!   iteration in a tape array (`tape'`, `tapeSet'`) sized by the trip count.
+//!   iteration in a tape array (`tape'`, `tapeSet'`) sized by the trip count, and so do the
+//!   discrete values their body computes with a loop of its own, when the reverse reads them.
 //! - **Reverse phase** = for each binding in reverse order, its transposed Jacobian applied to the
 //!   binding's adjoint (rule 5 on the linear map of the binding, the partials from
 //!   `crate::rules`). Scalar adjoints are SSA sums; array adjoints are uniquely owned accumulators
@@ -1963,6 +1964,14 @@ impl Ad<'_, '_> {
 
     /// The accumulator `g·1` of the shape of `primal` (an [`Adj::B`] made an array).
     fn broadcast(&mut self, out: &mut Vec<Bind>, g: E, ty: &Type, primal: &E) -> R<E> {
+        if *ty == Type::array(Type::Real) {
+            // build n (λi. 0.0 + g): what `accAddAll' (zeros' n) g` computes, in one pass.
+            let n = self.len_of(out, primal);
+            let c = self.emit(out, "d", rbin(BinOp::Add, &real(0.0), &g));
+            let iid = self.t.fresh();
+            let f = lam(iid, &"i".into(), &Type::Int, c);
+            return Ok(self.emit(out, "d", call(Builtin::Build, &[n, f], ty.clone())));
+        }
         let z = self.zero(out, ty, primal)?;
         Ok(self.emit(out, "d", call(Builtin::AccAddAll, &[z, g], ty.clone())))
     }
@@ -2153,8 +2162,21 @@ impl Ad<'_, '_> {
         if let Some((x, steps)) = self.path_of(a) {
             return self.add_path(out, &x, &steps, Leaf::Axpy(s, y));
         }
-        let acc = self.acc(out, a)?;
-        let v = self.emit(out, "d", call(Builtin::AccAxpy, &[acc, s, y], a.ty.clone()));
+        let id = self.root(local(a).unwrap());
+        let v = if a.ty == Type::array(Type::Real) && !self.adj.contains_key(&id) {
+            // The first contribution (lse's softmax, s·e): a new array 0.0 + s·y_i, what
+            // `accAxpy' (zeros' n) s y` computes, in one pass instead of two.
+            let vid = self.t.fresh();
+            let v = var(vid, &"v".into(), &Type::Real);
+            let mut bo = Vec::new();
+            let p = self.emit(&mut bo, "p", rbin(BinOp::Mul, &s, &v));
+            let r = self.emit(&mut bo, "d", rbin(BinOp::Add, &real(0.0), &p));
+            let f = lam(vid, &"v".into(), &Type::Real, lets(bo, r));
+            self.emit(out, "d", call(Builtin::Map, &[f, y], a.ty.clone()))
+        } else {
+            let acc = self.acc(out, a)?;
+            self.emit(out, "d", call(Builtin::AccAxpy, &[acc, s, y], a.ty.clone()))
+        };
         self.set_acc(a, v);
         Ok(())
     }
@@ -3414,10 +3436,30 @@ impl Ad<'_, '_> {
         }
         let carried = self.captures(&refs);
         let acc_active = self.active.contains(&b.id);
+        // Discrete values the body computes with a loop of its own (kmeans' nearest centroid: an
+        // `iterate` over the centroids, read as an index) are taped when the reverse reads them,
+        // one tape each, instead of being recomputed by running that loop again: a discrete value
+        // has no adjoint, so the reverse needs only the value, and the inner loop is then dead in
+        // the reverse body.
+        let slots = {
+            let (_, bb, _) = self.fresh_lam(&lamf, arity)?;
+            loop_scalars(&bb)
+        };
+        let slot_tapes: Vec<E> = slots
+            .iter()
+            .map(|(_, t)| {
+                let id = self.t.fresh();
+                self.tys.insert(id, ("tape".into(), tape_ty_of(t)));
+                var(id, &"tape".into(), &tape_ty_of(t))
+            })
+            .collect();
         let mut holes: Vec<LocalId> = Vec::new();
         let mut part_ids: Vec<LocalId> = Vec::new();
         let body_rev = self.loop_lambda(&n, true, &carried, std::slice::from_ref(&bty), &mut |ad, bo, i, extras| {
-            let (ps, bb, res) = ad.fresh_lam(&lamf, arity)?;
+            let (ps, mut bb, res) = ad.fresh_lam(&lamf, arity)?;
+            for ((q, _), tq) in slots.iter().zip(&slot_tapes) {
+                bb[*q] = Bind { rhs: index(tq, i), ..bb[*q].clone() };
+            }
             let mut binds = Vec::new();
             // The carry's primal, rebuilt from the tape (not part of the series: the reverse must
             // not consume the carry's adjoint at it).
@@ -3487,6 +3529,12 @@ impl Ad<'_, '_> {
         let mut fv = FxHashSet::default();
         free_locals(&body_rev, &mut fv);
         let taped = fv.contains(&tape_id);
+        let slots_read: Vec<(usize, E)> = slots
+            .iter()
+            .zip(&slot_tapes)
+            .filter(|(_, tq)| fv.contains(&local(tq).unwrap()))
+            .map(|((q, _), tq)| (*q, tq.clone()))
+            .collect();
         // A hole's binding survives the reverse body's dead-code elimination only if it is read.
         if holes.iter().any(|h| fv.contains(h) || binds_local(&body_rev, *h)) {
             return self.err(READS_CARRIED_ARRAY);
@@ -3504,10 +3552,19 @@ impl Ad<'_, '_> {
                 return self.err(TAPES_UNREAD);
             }
         }
-        if taped {
-            // iterate n (λ(k, tape, acc). (k + 1, tapeSet' tape k acc, f acc xs.[k])) (0, tape' n, z)
-            let t0 = self.emit(out, "tape", call(Builtin::TapeNew, std::slice::from_ref(&n), tape_ty.clone()));
-            let sty = Type::tuple(vec![Type::Int, tape_ty.clone(), bty.clone()]);
+        if taped || !slots_read.is_empty() {
+            // iterate n (λ(k, tape, acc). (k + 1, tapeSet' tape k acc, f acc xs.[k])) (0, tape' n, z),
+            // the body's taped values in tapes after `acc` (and without `tape` when the reverse
+            // reads only those).
+            let tlen = if taped { n.clone() } else { int(0) };
+            let t0 = self.emit(out, "tape", call(Builtin::TapeNew, &[tlen], tape_ty.clone()));
+            let mut tys = vec![Type::Int, tape_ty.clone(), bty.clone()];
+            let mut init = vec![int(0), t0, z0.clone()];
+            for (_, tq) in &slots_read {
+                tys.push(tq.ty.clone());
+                init.push(self.emit(out, "tape", call(Builtin::TapeNew, std::slice::from_ref(&n), tq.ty.clone())));
+            }
+            let sty = Type::tuple(tys);
             let sid = self.t.fresh();
             let s = var(sid, &"s".into(), &sty);
             let mut bo = Vec::new();
@@ -3525,9 +3582,14 @@ impl Ad<'_, '_> {
                     tuple(xs)
                 }
             };
-            let skel = self.emit(&mut bo, "sk", skel);
-            let tp2 = self.emit(&mut bo, "tp", call(Builtin::TapeSet, &[tp, k.clone(), skel], tape_ty.clone()));
+            let tp2 = if taped {
+                let skel = self.emit(&mut bo, "sk", skel);
+                self.emit(&mut bo, "tp", call(Builtin::TapeSet, &[tp, k.clone(), skel], tape_ty.clone()))
+            } else {
+                tp
+            };
             let (ps, bb, res) = self.fresh_lam(&lamf, arity)?;
+            let slot_vals: Vec<E> = slots_read.iter().map(|(q, _)| var(bb[*q].id, &bb[*q].name, &bb[*q].ty)).collect();
             let mut binds = Vec::new();
             self.bind_pat(&mut binds, &ps[0], acc)?;
             if let Some(xs) = &xs {
@@ -3536,13 +3598,29 @@ impl Ad<'_, '_> {
             }
             binds.extend(bb);
             bo.extend(binds);
-            let next = tuple(vec![bin(BinOp::Add, &k, &int(1), Type::Int), tp2, res]);
-            let step = lam(sid, &"s".into(), &sty, lets(bo, next));
-            let init = tuple(vec![int(0), t0, z0.clone()]);
+            let mut next = vec![bin(BinOp::Add, &k, &int(1), Type::Int), tp2, res];
+            for (j, ((_, tq), v)) in slots_read.iter().zip(&slot_vals).enumerate() {
+                let cur = self.emit(&mut bo, "tp", proj(&s, 3 + j));
+                next.push(self.emit(
+                    &mut bo,
+                    "tp",
+                    call(Builtin::TapeSet, &[cur, k.clone(), v.clone()], tq.ty.clone()),
+                ));
+            }
+            let step = lam(sid, &"s".into(), &sty, lets(bo, tuple(next)));
+            let init = tuple(init);
             let it = if allocates(&step) && !tape_all { Builtin::Iterate } else { Builtin::RevIterate };
             let fin = self.emit(out, "s", call(it, &[n.clone(), step, init], sty));
             out.push(Bind { id: tape_id, name: "tape".into(), ty: tape_ty, rhs: proj(&fin, 1) });
             out.push(Bind { id: b.id, name: b.name.clone(), ty: bty.clone(), rhs: proj(&fin, 2) });
+            for (j, (_, tq)) in slots_read.iter().enumerate() {
+                out.push(Bind {
+                    id: local(tq).unwrap(),
+                    name: "tape".into(),
+                    ty: tq.ty.clone(),
+                    rhs: proj(&fin, 3 + j),
+                });
+            }
         } else {
             match untaped {
                 Some(rhs) => out.push(Bind { rhs, ..b.clone() }),
@@ -3845,6 +3923,30 @@ fn counters(carry: &Pat, binds: &[Bind], res: &E, n: usize) -> Vec<bool> {
 /// components (`r.2` of an `Int * Int * Real` carry, used as an index): no adjoint reaches them,
 /// so they are not differentiated (no tape; docs/pullback-semantics.md: discrete values have the
 /// zero tangent space).
+/// The bindings of a loop body (positions, types) whose value is an `Int` or a `Bool` computed by
+/// a loop inside the body: the loop's result itself, or a projection of it. The enclosing loop's
+/// reverse reads them from a tape rather than running that loop again.
+fn loop_scalars(binds: &[Bind]) -> Vec<(usize, Type)> {
+    let is_loop = |e: &E| {
+        let (h, args) = anf::anormal::spine(e);
+        matches!(
+            &strip(h).kind,
+            ExprKind::Var(_, VarRef::Builtin(Builtin::Fold | Builtin::Iterate | Builtin::RevIterate | Builtin::While))
+        ) && args.len() == 3
+    };
+    let loops: FxHashSet<LocalId> = binds.iter().filter(|b| is_loop(strip(&b.rhs))).map(|b| b.id).collect();
+    binds
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| matches!(b.ty, Type::Int | Type::Bool))
+        .filter(|(_, b)| match &strip(&b.rhs).kind {
+            ExprKind::Proj(a, _) => local(a).is_some_and(|a| loops.contains(&a)),
+            _ => loops.contains(&b.id),
+        })
+        .map(|(q, b)| (q, b.ty.clone()))
+        .collect()
+}
+
 fn discrete_reads(binds: &[Bind], res: &E) -> FxHashSet<LocalId> {
     let mut uses: FxHashMap<LocalId, usize> = FxHashMap::default();
     for e in binds.iter().map(|b| &b.rhs).chain(std::iter::once(res)) {
