@@ -320,6 +320,103 @@ fn dual_maps_on_array_spaces_keep_their_errors() {
     });
 }
 
+/// A dual vector applied to a tangent is the pairing ⟨r, t⟩, defined on the tangent space at the
+/// dual's point: a tangent whose arrays have other lengths is an error in both engines, the same
+/// message (the first mismatch in order, with its path) at the application, never a truncated
+/// sum; discrete components pair with anything. Inside a gradient the reducer reports it at the
+/// gradient (its redexes have no spans of their own), compiled code at the application.
+#[test]
+fn pairings_check_the_tangents_shape() {
+    let m = |at: &str, n: i64, k: i64| {
+        format!(
+            "the tangent does not match the dual vector it is paired with{at}: the dual vector has length {n} but the \
+             tangent has length {k}"
+        )
+    };
+    let cases = [
+        ("def main = (star [1.0, 2.0]) [1.0]", m("", 2, 1), true),
+        ("def main = let d = star [1.0, 2.0] in d [1.0, 2.0, 3.0]", m("", 2, 3), true),
+        ("def main = (pullback (fun (v : Array Real) -> sum v) (omega 1.0)) [1.0, 2.0] [1.0]", m("", 2, 1), true),
+        ("def main = (omega [1.0, 2.0]) [5.0, 6.0] [1.0]", m("", 2, 1), true),
+        ("def main = (star [[1.0], [2.0]]) [[1.0], [2.0, 3.0]]", m(" at element 1", 1, 2), true),
+        ("def main = (star (1.0, [2.0])) (1.0, [])", m(" at component 2", 1, 0), true),
+        (
+            "def main = (star [(1.0, [2.0]), (3.0, [])]) [(1.0, [2.0]), (3.0, [4.0])]",
+            m(" at element 1, component 2", 0, 1),
+            true,
+        ),
+        ("def main = (dual (fun (v : Array Real) -> v) (star [1.0, 2.0])) [1.0]", m("", 2, 1), true),
+        ("def main = grad (fun x -> (star [x, 2.0]) [1.0]) 1.0", m("", 2, 1), false),
+        (
+            "def main = grad (fun x -> (pullback (fun (v : Array Real) -> x * sum v) (omega 1.0)) [x] [1.0, x]) 1.0",
+            m("", 1, 2),
+            false,
+        ),
+        // The tangent's own error comes first.
+        ("def main = (star [1.0, 2.0]) [[1.0].[1]]", "index 1 out of bounds for length 1".to_string(), true),
+    ];
+    frontend::with_big_stack(|| {
+        for (src, msg, same_span) in &cases {
+            let (_, mono) = runtime::prepare(src, "main").unwrap();
+            assert!(
+                matches!(adjoint::reverse::transform(&mono), Ok(Some(t)) if t.interpreted.is_none()),
+                "{src} falls back"
+            );
+            let a = runtime::interp::run(&mono).expect_err(src);
+            let b = match runtime::engine::run(&mono) {
+                Ok(r) => panic!("{src}: compiled gave {} ({:?})", r.value, r.note),
+                Err(d) => d,
+            };
+            assert_eq!(&a.message, msg, "{src}");
+            assert_eq!(&b.message, msg, "{src}");
+            if *same_span {
+                assert_eq!(b.span, a.span, "{src}");
+            }
+        }
+        // Discrete components pair with anything; tangents of the vector's shape pair as before.
+        for (src, want) in [
+            ("def main = (star ([1, 2], [1.0])) ([3], [2.0])", "2.0"),
+            ("def main = (star [[1.0], [2.0, 3.0]]) [[1.0], [1.0, 1.0]]", "6.0"),
+        ] {
+            let (a, note) = both(src);
+            assert_eq!(a.to_string(), want, "{src}");
+            assert!(note.is_none(), "{src}: {note:?}");
+        }
+    });
+}
+
+/// A dual map on a space with arrays made by `dual` alone is a value, a linear functional on the
+/// space (Mak & Ong Sec. 3: a term of type σ* is a linear functional on σ), whose vector needs the
+/// arrays' lengths: as a program's result both engines print the reducer's normal form (`<fun>`, or
+/// its vector with `0` for an array that receives nothing) — never `unstar`'s error — and W's
+/// error still comes first.
+#[test]
+fn dual_maps_on_array_spaces_are_values() {
+    for (src, want) in [
+        ("def main = dual (fun (v : Array Real) -> sum v) (star 2.0)", "<fun>"),
+        ("def main = (1.0, dual (fun (v : Real * Array Real) -> v.1 * 3.0) (star 2.0))", "(1.0, (6.0, 0)*)"),
+        ("def main = dual (fun (v : Array Real) -> 0.0) (star 2.0)", "0*"),
+        ("def main = let d = dual (fun (v : Array Real) -> v.[0]) (star 2.0) in (d, d [3.0])", "(<fun>, 6.0)"),
+        ("def main = (dual (fun (v : Real) -> 2.0 * v) (star 3.0), star [1.0])", "(6.0*, [1.0]*)"),
+    ] {
+        frontend::with_big_stack(|| {
+            let (_, mono) = runtime::prepare(src, "main").unwrap();
+            let a = runtime::interp::run(&mono).unwrap();
+            let b = runtime::engine::run(&mono).unwrap();
+            assert_eq!(a.to_string(), want, "{src}");
+            assert_eq!(b.value.to_string(), want, "{src}: {:?}", b.note);
+        });
+    }
+    let src = "def main = dual (fun (v : Array Real) -> sum v) (star [1.0].[3])";
+    frontend::with_big_stack(|| {
+        let (_, mono) = runtime::prepare(src, "main").unwrap();
+        let a = runtime::interp::run(&mono).expect_err(src);
+        let b = runtime::engine::run(&mono).map(|r| r.value.to_string()).expect_err(src);
+        assert_eq!(a.message, "index 3 out of bounds for length 1");
+        assert_eq!((b.message, b.span), (a.message, a.span));
+    });
+}
+
 /// A producer's own errors come first in both engines, at its site, wherever the transform puts
 /// code before it: `build`'s negative size and `zipWith`'s unequal lengths before a fused sum's
 /// loop runs, `iterate`'s negative count before its tape is made, and an element's error in

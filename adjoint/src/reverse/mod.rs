@@ -310,7 +310,7 @@ pub fn unstar_root(mono: &MonoProgram) -> Option<(MonoProgram, DualShape)> {
         return None;
     }
     let mut next = mono.next_local;
-    let body = unstar_expr(&root.body, &shape, &mut next);
+    let body = unstar_expr(&root.body, &shape, &mut next, &mut FxHashSet::default());
     let mut out = mono.clone();
     let d = out.defs.last_mut()?;
     d.ty = body.ty.clone();
@@ -319,17 +319,23 @@ pub fn unstar_root(mono: &MonoProgram) -> Option<(MonoProgram, DualShape)> {
     Some((out, shape))
 }
 
-fn unstar_expr(e: &E, shape: &DualShape, next: &mut u32) -> E {
+/// `vectors`: the let-bound locals in scope whose dual has a vector the transform computes.
+fn unstar_expr(e: &E, shape: &DualShape, next: &mut u32, vectors: &mut FxHashSet<LocalId>) -> E {
     match (&e.kind, shape) {
         (_, DualShape::Plain) => e.clone(),
-        (ExprKind::Ann(a, _), _) => unstar_expr(a, shape, next),
+        (ExprKind::Ann(a, _), _) => unstar_expr(a, shape, next, vectors),
         (ExprKind::Let(p, rhs, body), _) => {
-            let b = unstar_expr(body, shape, next);
+            if let PatKind::Var(_, id) = &p.kind {
+                if matches!(p.ty, Type::Dual(_)) && has_vector(rhs, vectors) || is_omega(rhs, vectors) {
+                    vectors.insert(*id);
+                }
+            }
+            let b = unstar_expr(body, shape, next, vectors);
             let ty = b.ty.clone();
             Expr::new(ExprKind::Let(p.clone(), rhs.clone(), b), e.span, ty)
         }
         (ExprKind::Tuple(xs), DualShape::Tuple(cs)) => {
-            let xs: Vec<E> = xs.iter().zip(cs).map(|(x, c)| unstar_expr(x, c, next)).collect();
+            let xs: Vec<E> = xs.iter().zip(cs).map(|(x, c)| unstar_expr(x, c, next, vectors)).collect();
             let ty = Type::tuple(xs.iter().map(|x| x.ty.clone()).collect());
             Expr::new(ExprKind::Tuple(xs), e.span, ty)
         }
@@ -337,16 +343,52 @@ fn unstar_expr(e: &E, shape: &DualShape, next: &mut u32) -> E {
             let id = LocalId(*next);
             *next += 1;
             let r = var(id, &"r".into(), &e.ty);
-            let xs: Vec<E> = cs.iter().enumerate().map(|(i, c)| unstar_expr(&proj(&r, i), c, next)).collect();
+            let xs: Vec<E> = cs.iter().enumerate().map(|(i, c)| unstar_expr(&proj(&r, i), c, next, vectors)).collect();
             let body = tuple(xs);
             let ty = body.ty.clone();
             let p = Rc::new(Pat::var("r".into(), id, e.ty.clone()));
             Expr::new(ExprKind::Let(p, e.clone(), body), e.span, ty)
         }
+        // A dual whose vector the transform does not compute stays as it is: the program is then
+        // not compiled, and the interpreter prints it as the reducer's normal form (a dual map on a
+        // space with arrays has no vector without the arrays' lengths, `(λv. sum v)*·2.0*` prints
+        // `<fun>`, and `unstar` of it would be an error where the value is not: Mak & Ong Sec. 3,
+        // a term of type σ* is a linear functional on σ, a value).
+        (_, DualShape::Star) if !has_vector(e, vectors) => e.clone(),
         (_, DualShape::Star) => {
             let Type::Dual(v) = &e.ty else { return e.clone() };
             at_span(call(Builtin::Unstar, std::slice::from_ref(e), (**v).clone()), e.span)
         }
+    }
+}
+
+/// Is `d` a first-order dual whose vector the transform computes (`Transform::vector_of`'s forms:
+/// `star v`, `(omega c) x`, `(pullback f (omega c)) x` at a point of data, a dual map on a space
+/// with a zero point of one of these, a local in `vectors`)?
+fn has_vector(d: &E, vectors: &FxHashSet<LocalId>) -> bool {
+    let d = strip(d);
+    match &d.kind {
+        ExprKind::Var(_, VarRef::Local(id)) => return vectors.contains(id),
+        ExprKind::Dual(p, _, w) => return zero_point(&p.ty).is_some() && has_vector(w, vectors),
+        ExprKind::Let(_, _, b) => return has_vector(b, vectors),
+        _ => {}
+    }
+    let (h, args) = anf::anormal::spine(d);
+    match (&strip(h).kind, args.as_slice()) {
+        (ExprKind::Pullback(_, w), [x]) => !is_fun(&x.ty) && is_omega(w, vectors),
+        (ExprKind::Var(_, VarRef::Builtin(Builtin::Star)), [_]) => true,
+        (ExprKind::Var(_, VarRef::Builtin(Builtin::Omega)), [_, _]) => true,
+        (ExprKind::Var(_, VarRef::Local(w)), [_]) => vectors.contains(w),
+        _ => false,
+    }
+}
+
+/// Is `w` a constant 1-form `omega c`, or a local in `omegas` (bound to one)?
+fn is_omega(w: &E, omegas: &FxHashSet<LocalId>) -> bool {
+    match &strip(w).kind {
+        ExprKind::App(o, _) => matches!(strip(o).kind, ExprKind::Var(_, VarRef::Builtin(Builtin::Omega))),
+        ExprKind::Var(_, VarRef::Local(id)) => omegas.contains(id),
+        _ => false,
     }
 }
 
@@ -548,6 +590,12 @@ impl<'m> Transform<'m> {
                 }
             }
             ExprKind::Pullback(..) => return Err(not("`pullback`", e.span)),
+            // A dual map on a space with arrays not applied to a tangent: a linear functional whose
+            // vector needs the arrays' lengths (the reducer prints it `<fun>`, or its vector with `0`
+            // for an array that receives nothing).
+            ExprKind::Dual(p, _, _) if zero_point(&p.ty).is_none() => {
+                return Err(not("a dual map on a space with arrays used other than applied to a tangent", e.span))
+            }
             ExprKind::Dual(..) => return Err(not("`dual`", e.span)),
             ExprKind::Var(_, VarRef::Builtin(b)) if is_reverse_builtin(*b) => {
                 return Err(not(format!("`{}` not applied to all its arguments", b.name()), e.span))
@@ -557,7 +605,7 @@ impl<'m> Transform<'m> {
                 // (`(pullback f (omega c)) x t = ⟨vjp f x c, t⟩`: rules 3 and 17, then `r*`).
                 if let Some(v) = self.vector_of(d, e)? {
                     let t = self.rewrite(t)?;
-                    return self.pairing(v, t);
+                    return self.pairing(v, t, e.span);
                 }
                 if let Some(r) = self.function_dual(d, t, e)? {
                     return Ok(r);
@@ -575,7 +623,7 @@ impl<'m> Transform<'m> {
                     let ty = Type::fun(q.ty.clone(), body.ty.clone());
                     let l = self.refresh(&Expr::new(ExprKind::Lam(q, body), d.span, ty));
                     let s = self.rewrite(&beta(&l, &[t]))?;
-                    let r = self.pairing(w, s)?;
+                    let r = self.pairing(w, s, e.span)?;
                     return Ok(lets(out, r));
                 }
                 // W not a vector the transform makes (a dual map on an array space itself):
@@ -614,7 +662,7 @@ impl<'m> Transform<'m> {
                         let x = self.rewrite(x)?;
                         let v = self.site(Builtin::Vjp, &[f, x, real(1.0)], e, false)?;
                         self.sites += 1;
-                        return self.pairing(v, s);
+                        return self.pairing(v, s, e.span);
                     }
                 }
                 if let ExprKind::Var(_, VarRef::Builtin(b)) = &strip(h).kind {
@@ -845,14 +893,39 @@ impl<'m> Transform<'m> {
     /// mismatch is the same one, reported at the site with the path to it (`path`: the steps from
     /// the output, `ctCheck'`'s shape word and the element indices).
     fn check_cotangent(&mut self, out: &mut Vec<Bind>, y: &E, c: &E, path: &mut Vec<Step>) -> R<()> {
+        self.check_shapes(out, y, c, path, None)
+    }
+
+    /// [`Transform::check_cotangent`] for a cotangent (`pairing: None`) or, with `Some(span)`, for
+    /// the tangent `c` paired with the dual vector `y` at `span` (the reducer's `r*` pairing: its
+    /// discrete components pair with anything; `anf::ir::pairing_message`).
+    fn check_shapes(
+        &mut self,
+        out: &mut Vec<Bind>,
+        y: &E,
+        c: &E,
+        path: &mut Vec<Step>,
+        pairing: Option<Span>,
+    ) -> R<()> {
+        if pairing.is_some() && y.ty.is_discrete() {
+            return Ok(());
+        }
         match (&y.ty, &c.ty) {
             (Type::Array(et), Type::Array(_)) => {
                 let n = self.bind(out, "n", call(Builtin::Len, std::slice::from_ref(y), Type::Int));
                 let m = self.bind(out, "m", call(Builtin::Len, std::slice::from_ref(c), Type::Int));
                 let steps: Vec<Option<i64>> =
                     path.iter().map(|s| if let Step::Comp(k) = s { Some(*k as i64 + 1) } else { None }).collect();
-                let Some(shape) = anf::ir::cotangent_shape(&steps) else {
-                    return Err(not(format!("a `vjp` with a cotangent of type {} this deep", c.ty), self.span));
+                let word = match pairing {
+                    None => anf::ir::cotangent_shape(&steps),
+                    Some(_) => anf::ir::pairing_shape(&steps),
+                };
+                let Some(shape) = word else {
+                    let what = match pairing {
+                        None => format!("a `vjp` with a cotangent of type {} this deep", c.ty),
+                        Some(_) => format!("a dual vector of type {} this deep applied to a tangent", c.ty),
+                    };
+                    return Err(not(what, pairing.unwrap_or(self.span)));
                 };
                 let mut idx: Vec<E> =
                     path.iter().filter_map(|s| if let Step::At(i) = s { Some(i.clone()) } else { None }).collect();
@@ -861,7 +934,10 @@ impl<'m> Transform<'m> {
                     1 => idx.remove(0),
                     _ => tuple(idx),
                 };
-                let chk = at_span(call(Builtin::CtCheck, &[n.clone(), m, int(shape), idx], Type::Unit), self.span);
+                let chk = at_span(
+                    call(Builtin::CtCheck, &[n.clone(), m, int(shape), idx], Type::Unit),
+                    pairing.unwrap_or(self.span),
+                );
                 self.bind(out, "chk", chk);
                 if holds_array(et) {
                     // Each element too (the lengths are equal by now):
@@ -874,7 +950,7 @@ impl<'m> Transform<'m> {
                     let yk = self.bind(&mut bo, "y", index(y, &k));
                     let ck = self.bind(&mut bo, "c", index(c, &k));
                     path.push(Step::At(k.clone()));
-                    let r = self.check_cotangent(&mut bo, &yk, &ck, path);
+                    let r = self.check_shapes(&mut bo, &yk, &ck, path, pairing);
                     path.pop();
                     r?;
                     let k1 = self.bind(&mut bo, "k", bin(BinOp::Add, &k, &int(1), Type::Int));
@@ -891,7 +967,7 @@ impl<'m> Transform<'m> {
                     let yi = self.bind(out, "y", proj(y, i));
                     let ci = self.bind(out, "c", proj(c, i));
                     path.push(Step::Comp(i));
-                    let r = self.check_cotangent(out, &yi, &ci, path);
+                    let r = self.check_shapes(out, &yi, &ci, path, pairing);
                     path.pop();
                     r?;
                 }
@@ -901,11 +977,14 @@ impl<'m> Transform<'m> {
         Ok(())
     }
 
-    /// The pairing ⟨v, t⟩ of a dual vector with a tangent of a first-order type (Real).
-    fn pairing(&mut self, v: E, t: E) -> R<E> {
+    /// The pairing ⟨v, t⟩ of a dual vector with a tangent of a first-order type (Real), at `span`
+    /// (the application): the tangent's arrays are checked against the vector's first, in the
+    /// reducer's order (`r*`: `vector::inner`), so a tangent of another shape is the reducer's error.
+    fn pairing(&mut self, v: E, t: E, span: Span) -> R<E> {
         let mut out = Vec::new();
         let v = self.bind(&mut out, "v", v);
         let t = self.bind(&mut out, "t", t);
+        self.check_shapes(&mut out, &v, &t, &mut Vec::new(), Some(span))?;
         let r = self.pair_atoms(&mut out, &v, &t)?;
         Ok(lets(out, r))
     }
