@@ -7,8 +7,9 @@
 //! cotangent, `jacobian` of an array-valued map, `f` passed as a function-typed argument to a
 //! higher-order helper (and as a closure through `fold`), and a gradient nested around it; and 60
 //! (`compiled_gradients_through_changes_and_dual_maps_equal_the_reducers`) through `<+>` of `f`
-//! and a change read from an array of changes (or a `fold` over them) and through a dual map on an
-//! array space with `f` in it applied to a tangent.
+//! and a change read from an array of changes (or a `fold` over them), through a dual map on an
+//! array space with `f` in it applied to a tangent, and through a dual vector of nested data paired
+//! with a tangent that may not have its shape (both engines then give the same first mismatch).
 //!
 //! The compiled result (`adjoint::reverse`, then lowering, `anf::opt` and the JIT) must equal the
 //! reducer's within 1e-9 relative (NaN matching NaN), and the engine must not fall back to the
@@ -208,6 +209,26 @@ fn change_and_dual_context(form: u64, n: usize, point: &[f64], rng: &mut Rng) ->
                 lit(point[0])
             )
         }
+        // A dual vector of nested data (a pullback at a point of `Array (Array Real)`, f its
+        // 1-form's coefficient) paired with a tangent of its shape or (one in three) with a row one
+        // shorter: the same value, or the same first mismatch with its path, in both engines.
+        2 => {
+            let short = (rng.below(3) == 0).then(|| rng.below(2) as usize);
+            let rows = |len: &dyn Fn(usize) -> usize, k0: f64, dk: f64| -> String {
+                let rs: Vec<String> = (0..2)
+                    .map(|r| array_literal(&(0..len(r)).map(|k| k0 + dk * (k + r) as f64).collect::<Vec<_>>()))
+                    .collect();
+                format!("[{}]", rs.join(", "))
+            };
+            let m = rows(&|_| n, -0.5, 0.25);
+            let t = rows(&|r| if short == Some(r) { n - 1 } else { n }, 0.5, -0.125);
+            format!(
+                "def main = grad (fun (y : Real) -> ((pullback (fun (m : Array (Array Real)) -> \
+                 sum (map (fun r -> y * dot r r) m)) (omega ({}))) {m}) {t} + 0.5 * y) {}\n",
+                f_through(n, "y", point),
+                lit(point[0])
+            )
+        }
         // A dual map on an array space applied to a tangent, with f in its coefficients and in
         // the tangent (precomposition, ⟨w, S[t/v]⟩), let-bound and applied twice or not.
         _ => {
@@ -230,10 +251,10 @@ fn compiled_gradients_through_changes_and_dual_maps_equal_the_reducers() {
     sweep(Sweep {
         seed: 0xc4a9_6e00_u64,
         programs: PROGRAMS / 5,
-        forms: 2,
+        forms: 3,
         context: change_and_dual_context,
         close,
-        floor: 4,
+        floor: 5,
     });
 }
 
