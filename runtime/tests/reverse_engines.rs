@@ -26,6 +26,7 @@ const MUST_COMPILE: &[&str] = &[
     "pb_dual_applied_nested",
     "pb_dual_maps",
     "pb_dual_maps_arrays",
+    "pb_unstar_dual_maps_arrays",
     "pb_nested_explicit_array",
     "pb_star_unstar",
     "pb_build_index",
@@ -413,6 +414,59 @@ fn dual_maps_on_array_spaces_are_values() {
         let a = runtime::interp::run(&mono).expect_err(src);
         let b = runtime::engine::run(&mono).map(|r| r.value.to_string()).expect_err(src);
         assert_eq!(a.message, "index 3 out of bounds for length 1");
+        assert_eq!((b.message, b.span), (a.message, a.span));
+    });
+}
+
+/// `unstar` of a dual map on an array space compiles where the reducer's reduction 5 gives its
+/// vector without the array's length (each array's adjoint whole, from W's part or a
+/// coefficient): no fallback, W's and the coefficients' errors first, and applied to a tangent its
+/// vector is paired (the reducer's order, so a tangent of another shape is the pairing's error).
+/// Other bodies (`sum v`, `v.[i]`: the reducer stops) and W's from pullbacks fall back per site,
+/// with the reducer's result.
+#[test]
+fn unstar_of_dual_maps_on_array_spaces() {
+    let pairing = "the tangent does not match the dual vector it is paired with: the dual vector has length 2 but the \
+                   tangent has length 1";
+    let errors = [
+        ("def main = unstar (dual (fun (v : Array Real) -> dot v [1.0]) (star [1.0].[2]))", "index 2 out of bounds for length 1"),
+        (
+            "def main = unstar (dual (fun (v : Array Real) -> dot v (build 2 (fun i -> [1.0].[i]))) (star 1.0))",
+            "index 1 out of bounds for length 1",
+        ),
+        ("def main = (dual (fun (v : Array Real) -> dot v [1.0, 2.0]) (star 3.0)) [1.0]", pairing),
+        ("def main = let d = dual (fun (v : Array Real) -> 2.0 * dot v [1.0, 2.0]) (star 3.0) in d [1.0, 2.0] + d [1.0]", pairing),
+    ];
+    frontend::with_big_stack(|| {
+        for (src, msg) in errors {
+            let (_, mono) = runtime::prepare(src, "main").unwrap();
+            assert!(
+                matches!(adjoint::reverse::transform(&mono), Ok(Some(t)) if t.interpreted.is_none()),
+                "{src} falls back"
+            );
+            let a = runtime::interp::run(&mono).expect_err(src);
+            let b = runtime::engine::run(&mono).map(|r| r.value.to_string()).expect_err(src);
+            assert_eq!(a.message, msg, "{src}");
+            assert_eq!((&b.message, b.span), (&a.message, a.span), "{src}");
+        }
+        for (src, compiles) in [
+            ("def main = unstar (dual (fun (v : Array Real) -> v) (star [1.0, 2.0]))", true),
+            ("def main = unstar (dual (fun ((x : Real), (v : Array Real)) -> (v, 2.0 * x)) (star ([1.0], 3.0)))", true),
+            ("def main = unstar (dual (fun (v : Real * Array Real) -> v.2) (star [1.0]))", true),
+            ("def main = grad (fun p -> sum (unstar (dual (fun (v : Array Real) -> p * dot v [1.0, p]) (star p)))) 1.5", true),
+            // Two contributions to v from W's parts (lengths the reducer compares): not compiled.
+            ("def main = unstar (dual (fun (v : Array Real) -> (v, v)) (star ([1.0, 2.0], [3.0, 4.0])))", false),
+            ("def main = unstar (dual (fun ((x : Array Real), (y : Array Real)) -> (x, y)) ((pullback (fun ((a : Array Real), (b : Array Real)) -> sum a) (omega 1.0)) ([1.0], [2.0])))", false),
+        ] {
+            let (v, note) = both(src);
+            assert_eq!(note.is_none(), compiles, "{src}: {v} {note:?}");
+        }
+        // Where the reducer stops, the site falls back and both engines give its error.
+        let src = "def main = unstar (dual (fun (v : Array Real) -> sum v) (star 1.0))";
+        let (_, mono) = runtime::prepare(src, "main").unwrap();
+        let a = runtime::interp::run(&mono).expect_err(src);
+        let b = runtime::engine::run(&mono).map(|r| r.value.to_string()).expect_err(src);
+        assert!(a.message.starts_with("unstar: the dual"), "{}", a.message);
         assert_eq!((b.message, b.span), (a.message, a.span));
     });
 }

@@ -8,8 +8,10 @@
 //! higher-order helper (and as a closure through `fold`), and a gradient nested around it; and 60
 //! (`compiled_gradients_through_changes_and_dual_maps_equal_the_reducers`) through `<+>` of `f`
 //! and a change read from an array of changes (or a `fold` over them), through a dual map on an
-//! array space with `f` in it applied to a tangent, and through a dual vector of nested data paired
-//! with a tangent that may not have its shape (both engines then give the same first mismatch).
+//! array space with `f` in it applied to a tangent or `unstar`red (its vector compiled where
+//! reduction 5 gives it without the array's length), and through a dual vector of nested data
+//! paired with a tangent that may not have its shape (both engines then give the same first
+//! mismatch).
 //!
 //! The compiled result (`adjoint::reverse`, then lowering, `anf::opt` and the JIT) must equal the
 //! reducer's within 1e-9 relative (NaN matching NaN), and the engine must not fall back to the
@@ -229,6 +231,23 @@ fn change_and_dual_context(form: u64, n: usize, point: &[f64], rng: &mut Rng) ->
                 lit(point[0])
             )
         }
+        // `unstar` of a dual map on an array space whose vector reduction 5 gives without the
+        // length (the array's adjoint from a coefficient, or from W's part), f in its coefficient
+        // and in W; or such a map let-bound and applied to tangents (its vector paired).
+        3 => {
+            let f = f_through(n, "y", point);
+            let d = if rng.below(2) == 0 {
+                format!("dual (fun (v : Array Real) -> ({f}) * dot v [1.0, y, {scale}]) (star y)")
+            } else {
+                format!("dual (fun ((x : Real), (v : Array Real)) -> (v, {scale} * x)) (star ([y, {f}], y * y))")
+            };
+            let body = match rng.below(3) {
+                0 if d.contains("dot") => format!("let d = {d} in d [1.0, y, 0.5] + d [y, 0.25, y]"),
+                _ if d.contains("dot") => format!("sum (unstar ({d}))"),
+                _ => format!("let u = unstar ({d}) in u.1 * sum u.2"),
+            };
+            format!("def main = grad (fun (y : Real) -> {body} + 0.5 * y) {}\n", lit(point[0]))
+        }
         // A dual map on an array space applied to a tangent, with f in its coefficients and in
         // the tangent (precomposition, ⟨w, S[t/v]⟩), let-bound and applied twice or not.
         _ => {
@@ -251,10 +270,10 @@ fn compiled_gradients_through_changes_and_dual_maps_equal_the_reducers() {
     sweep(Sweep {
         seed: 0xc4a9_6e00_u64,
         programs: PROGRAMS / 5,
-        forms: 3,
+        forms: 4,
         context: change_and_dual_context,
         close,
-        floor: 5,
+        floor: 6,
     });
 }
 

@@ -383,6 +383,20 @@ fn has_vector(d: &E, vectors: &FxHashSet<LocalId>) -> bool {
     }
 }
 
+/// Is `d` a dual whose vector the reducer holds as a literal: `star v`, `(omega c) x`, or a dual
+/// map of one?
+fn literal_dual(d: &E) -> bool {
+    let d = strip(d);
+    if let ExprKind::Dual(_, _, w) = &d.kind {
+        return literal_dual(w);
+    }
+    let (h, args) = anf::anormal::spine(d);
+    matches!(
+        (&strip(h).kind, args.len()),
+        (ExprKind::Var(_, VarRef::Builtin(Builtin::Star)), 1) | (ExprKind::Var(_, VarRef::Builtin(Builtin::Omega)), 2)
+    )
+}
+
 /// Is `w` a constant 1-form `omega c`, or a local in `omegas` (bound to one)?
 fn is_omega(w: &E, omegas: &FxHashSet<LocalId>) -> bool {
     match &strip(w).kind {
@@ -790,12 +804,256 @@ impl<'m> Transform<'m> {
         Ok(Some((p.clone(), lets(rest, res), w)))
     }
 
+    /// The vector `Sᵀw` of a dual map `(λq. S)*·W` on a space with arrays ([`Transform::dual_map_of`]'s
+    /// `q`, `S` and `w`, W's vector and S's coefficients in scope), where the reducer's reduction 5
+    /// gives it (Mak & Ong Sec. 3, reduction 5: `(λv. S)*·r′* → (Sᵀ r′)*`) and the transform sees
+    /// that it does: `None` otherwise (the reducer may be stuck, the vector needing the arrays'
+    /// lengths, as for `sum v` or `v.[i]`).
+    ///
+    /// Reduction 5 transposes `S` structurally against `w`; without the arrays' lengths it gives a
+    /// vector exactly when each array of the space receives its adjoint whole, from a part of `w`
+    /// (the array reaches the output through copies and tuples) or from a coefficient (`dot v k`).
+    /// So: `q` a variable (its projections, one level, the leaves when it is a tuple) or a tuple
+    /// of variables; `S` a let-series whose bindings that depend on `q` are copies, tuples, the
+    /// projections of `q`, Real `+ - neg`, Real `*` and `/` by a coefficient, and `dot` with a
+    /// coefficient bound outside `S`; each leaf holding an array used once, on a path through
+    /// copies and tuples ending at the output or in one `dot` (or several `dot`s with the same
+    /// coefficient). The point's shape is then known — the output's part of `w`, or the
+    /// coefficient — and the vector is the vjp of `λq. S` at the zero of that shape along `w`
+    /// (linear: any point of the shape gives it), where nothing can fail.
+    fn dual_map_vector(&mut self, q: &Rc<Pat>, body: &E, w: &E) -> R<Option<E>> {
+        #[derive(Clone, Copy, PartialEq)]
+        enum Use {
+            Copy(LocalId),
+            InTuple(LocalId, usize),
+            Dot(LocalId),
+        }
+        let Some((binds, res)) = series(body) else { return Ok(None) };
+        let Some(res_id) = local(&res) else { return Ok(None) };
+        // The pattern's variables; for a variable of tuple type, its projections are the leaves.
+        let mut root: Option<LocalId> = None;
+        let mut leaves: Vec<(LocalId, Type)> = Vec::new();
+        match &q.kind {
+            PatKind::Var(_, id) if matches!(q.ty, Type::Tuple(_)) => root = Some(*id),
+            PatKind::Var(_, id) => leaves.push((*id, q.ty.clone())),
+            PatKind::Tuple(ps) => {
+                for p in ps.iter() {
+                    let PatKind::Var(_, id) = &p.kind else { return Ok(None) };
+                    leaves.push((*id, p.ty.clone()));
+                }
+            }
+            _ => return Ok(None),
+        }
+        let mut dep: FxHashSet<LocalId> = leaves.iter().map(|l| l.0).collect();
+        dep.extend(root);
+        let bound: FxHashSet<LocalId> = binds.iter().map(|b| b.id).collect();
+        let mut uses: FxHashMap<LocalId, Vec<Use>> = FxHashMap::default();
+        let mut projections: Vec<(usize, LocalId)> = Vec::new();
+        let atom = |e: &E| local(strip(e));
+        for b in &binds {
+            let mut fv = FxHashSet::default();
+            free_locals(&b.rhs, &mut fv);
+            if !fv.iter().any(|v| dep.contains(v)) {
+                continue; // a coefficient S computes itself
+            }
+            dep.insert(b.id);
+            let rhs = strip(&b.rhs);
+            let real = b.ty == Type::Real;
+            let mut use_of = |a: LocalId, u: Use| uses.entry(a).or_default().push(u);
+            match &rhs.kind {
+                ExprKind::Var(_, VarRef::Local(a)) => use_of(*a, Use::Copy(b.id)),
+                ExprKind::Proj(a, i) if atom(a).is_some() && atom(a) == root => projections.push((*i, b.id)),
+                ExprKind::Tuple(xs) if xs.iter().all(|x| atom(x).is_some()) => {
+                    for (i, x) in xs.iter().enumerate() {
+                        if let Some(a) = atom(x).filter(|a| dep.contains(a)) {
+                            use_of(a, Use::InTuple(b.id, i));
+                        }
+                    }
+                }
+                ExprKind::Neg(a) if real && atom(a).is_some() => {}
+                ExprKind::Bin(BinOp::Add | BinOp::Sub, a, c) if real && atom(a).is_some() && atom(c).is_some() => {}
+                // Linear in the one factor that depends on q.
+                ExprKind::Bin(BinOp::Mul, a, c)
+                    if real && atom(a).zip(atom(c)).is_some_and(|(x, k)| !(dep.contains(&x) && dep.contains(&k))) => {}
+                ExprKind::Bin(BinOp::Div, a, c)
+                    if real
+                        && atom(a).is_some_and(|x| dep.contains(&x))
+                        && atom(c).is_some_and(|k| !dep.contains(&k)) => {}
+                _ => {
+                    let (h, args) = anf::anormal::spine(rhs);
+                    let (ExprKind::Var(_, VarRef::Builtin(Builtin::Dot)), [a, c]) = (&strip(h).kind, args.as_slice())
+                    else {
+                        return Ok(None);
+                    };
+                    let (Some(a), Some(c)) = (atom(a), atom(c)) else { return Ok(None) };
+                    let (x, k) = match (dep.contains(&a), dep.contains(&c)) {
+                        (true, false) => (a, c),
+                        (false, true) => (c, a),
+                        _ => return Ok(None),
+                    };
+                    if bound.contains(&k) {
+                        return Ok(None); // a coefficient made inside S: not in scope for the point
+                    }
+                    use_of(x, Use::Dot(k));
+                }
+            }
+        }
+        if let Some(r) = root {
+            // The root variable is only projected (one level), each component at most once when it
+            // holds an array.
+            if uses.contains_key(&r) {
+                return Ok(None);
+            }
+            let Type::Tuple(ts) = &q.ty else { return Ok(None) };
+            for (i, id) in &projections {
+                if holds_array(&ts[*i]) && projections.iter().filter(|(j, _)| j == i).count() > 1 {
+                    return Ok(None);
+                }
+                leaves.push((*id, ts[*i].clone()));
+            }
+        } else if !projections.is_empty() {
+            return Ok(None);
+        }
+        // Where each leaf holding an array receives its adjoint: a part of w, or a coefficient.
+        enum Sink {
+            Out(Vec<usize>),
+            Coef(LocalId),
+        }
+        let mut sinks: FxHashMap<LocalId, Sink> = FxHashMap::default();
+        for (leaf, ty) in &leaves {
+            if !holds_array(ty) {
+                continue;
+            }
+            let mut cur = *leaf;
+            let mut path = Vec::new();
+            let sink = loop {
+                let us = uses.get(&cur).cloned().unwrap_or_default();
+                let at_out = usize::from(cur == res_id);
+                if us.len() + at_out != 1 {
+                    // Several `dot`s with one coefficient add arrays of its length.
+                    let first = us.first().copied();
+                    if at_out == 0 && matches!(first, Some(Use::Dot(_))) && us.iter().all(|u| Some(*u) == first) {
+                        let Some(Use::Dot(k)) = first else { return Ok(None) };
+                        break Sink::Coef(k);
+                    }
+                    return Ok(None);
+                }
+                if at_out == 1 {
+                    path.reverse();
+                    break Sink::Out(path);
+                }
+                match us[0] {
+                    Use::Copy(z) => cur = z,
+                    Use::InTuple(z, i) => {
+                        path.push(i);
+                        cur = z;
+                    }
+                    Use::Dot(k) => break Sink::Coef(k),
+                }
+            };
+            sinks.insert(*leaf, sink);
+        }
+        // The point: each leaf's zero, of its sink's shape when it holds an array.
+        let mut out = Vec::new();
+        let point_of = |t: &mut Self, out: &mut Vec<Bind>, leaf: LocalId, ty: &Type| -> Option<E> {
+            match sinks.get(&leaf) {
+                None => zero_point(ty),
+                Some(Sink::Coef(k)) => Some(t.zeros_like(out, &var(*k, &"k".into(), ty))),
+                Some(Sink::Out(path)) => {
+                    let mut part = w.clone();
+                    for i in path {
+                        part = t.bind(out, "w", proj(&part, *i));
+                    }
+                    Some(t.zeros_like(out, &part))
+                }
+            }
+        };
+        let p0 = match (&q.kind, root) {
+            (_, Some(_)) => {
+                let Type::Tuple(ts) = &q.ty else { return Ok(None) };
+                let mut cs = Vec::new();
+                for (i, t) in ts.iter().enumerate() {
+                    let c = match projections.iter().find(|(j, _)| *j == i) {
+                        Some((_, id)) => point_of(self, &mut out, *id, t),
+                        None => zero_point(t),
+                    };
+                    let Some(c) = c else { return Ok(None) };
+                    cs.push(c);
+                }
+                tuple(cs)
+            }
+            (PatKind::Var(_, id), None) => {
+                let Some(c) = point_of(self, &mut out, *id, &q.ty) else { return Ok(None) };
+                c
+            }
+            (PatKind::Tuple(ps), None) => {
+                let mut cs = Vec::new();
+                for p in ps.iter() {
+                    let PatKind::Var(_, id) = &p.kind else { return Ok(None) };
+                    let Some(c) = point_of(self, &mut out, *id, &p.ty) else { return Ok(None) };
+                    cs.push(c);
+                }
+                tuple(cs)
+            }
+            _ => return Ok(None),
+        };
+        let p0 = self.bind(&mut out, "p0", p0);
+        let ty = Type::fun(q.ty.clone(), body.ty.clone());
+        let f = self.refresh(&Expr::new(ExprKind::Lam(q.clone(), body.clone()), body.span, ty));
+        let v = self.site(Builtin::Vjp, &[f, p0, w.clone()], body, false)?;
+        self.sites += 1;
+        Ok(Some(lets(out, v)))
+    }
+
+    /// The zero of `x`'s shape (its arrays' lengths, at any depth): a term.
+    fn zeros_like(&mut self, out: &mut Vec<Bind>, x: &E) -> E {
+        match &x.ty {
+            Type::Array(e) => {
+                let e = (**e).clone();
+                let id = self.fresh();
+                let a = var(id, &"a".into(), &e);
+                let mut bo = Vec::new();
+                let z = self.zeros_like(&mut bo, &a);
+                let f = lam(id, &"a".into(), &e, lets(bo, z));
+                self.bind(out, "z", call(Builtin::Map, &[f, x.clone()], x.ty.clone()))
+            }
+            Type::Tuple(ts) => {
+                let cs = (0..ts.len())
+                    .map(|i| {
+                        let c = self.bind(out, "c", proj(x, i));
+                        self.zeros_like(out, &c)
+                    })
+                    .collect();
+                tuple(cs)
+            }
+            t => zero_point(t).unwrap_or_else(|| x.clone()),
+        }
+    }
+
     /// The vector `r` of a first-order dual `r*` written in a form the transform compiles (site
     /// `e`), as a term: `None` for another form.
     fn vector_of(&mut self, d: &E, e: &E) -> R<Option<E>> {
         let d = strip(d);
         match &d.kind {
             ExprKind::Var(_, VarRef::Local(id)) => return Ok(self.duals.get(id).cloned()),
+            // Rule 5 on a space with arrays, where it gives a vector without their lengths (a
+            // let-bound one is a dual vector from its `let` on). W a literal vector in the reducer
+            // too: `star v`, `(omega c) x`, or such a dual map of one (a pullback's vector may keep
+            // a symbolic zero for an input it does not use, on which the reducer's `unstar` stops
+            // inside a gradient).
+            ExprKind::Dual(p, _, w) if zero_point(&p.ty).is_none() && literal_dual(w) => {
+                let (listed, interpreted) = (self.listings.len(), self.interpreted.len());
+                let mut out = Vec::new();
+                if let Some((q, body, w)) = self.dual_map_of(&mut out, d)? {
+                    if let Some(v) = self.dual_map_vector(&q, &body, &w)? {
+                        return Ok(Some(lets(out, v)));
+                    }
+                }
+                // Not here: what W and S's coefficients made is made again where the map is used.
+                self.listings.truncate(listed);
+                self.interpreted.truncate(interpreted);
+                return Ok(None);
+            }
             // Rule 5: a dual map (λp. S)*·W with S linear (the `lin` check) sends W's vector to
             // its transpose, the vjp of λp. S along it (at any point: zero).
             ExprKind::Dual(p, body, w) => {
