@@ -914,6 +914,11 @@ impl<'m> Transform<'m> {
         } else if !projections.is_empty() {
             return Ok(None);
         }
+        // An array of a discrete type never receives an adjoint: the reducer leaves its `0`, and
+        // `unstar` stops there.
+        if leaves.iter().any(|(_, t)| holds_discrete_array(t)) {
+            return Ok(None);
+        }
         // Where each leaf holding an array receives its adjoint: a part of w, or a coefficient.
         enum Sink {
             Out(Vec<usize>),
@@ -4057,6 +4062,15 @@ fn forward_projections(binds: &mut [Bind], a: LocalId, parts: &[E]) {
             }
             _ => {}
         }
+    }
+}
+
+/// Does `t` hold an array of a discrete type (at any depth)?
+fn holds_discrete_array(t: &Type) -> bool {
+    match t {
+        Type::Array(e) => e.is_discrete() || holds_discrete_array(e),
+        Type::Tuple(ts) => ts.iter().any(holds_discrete_array),
+        _ => false,
     }
 }
 
