@@ -21,6 +21,7 @@ const MUST_COMPILE: &[&str] = &[
     "pb_closures_chosen_by_if",
     "pb_oplus_chosen_change",
     "pb_oplus_array_change",
+    "pb_oplus_nested_change",
     "pb_kmeans_dir",
     "pb_nearest",
     "pb_dual_applied_nested",
@@ -235,8 +236,9 @@ fn cotangents_are_checked_at_any_depth() {
 }
 
 /// `<+>` of a change read from an array compiles (the change element i is chosen by `if` on i
-/// from a literal, or recomputed from `build`'s or `map`'s function), and the read keeps its
-/// bounds check: the same error, at the same place, in both engines.
+/// from a literal, or recomputed from `build`'s or `map`'s function; from an array of arrays, the
+/// row so, then the change in it), and the read keeps its bounds check: the same error, at the
+/// same place, in both engines.
 #[test]
 fn changes_read_from_arrays_keep_their_errors() {
     let cases = [
@@ -250,6 +252,23 @@ fn changes_read_from_arrays_keep_their_errors() {
         ),
         (
             "def f (k : Int) (g : Real) = let cs = map (fun x -> gchange realGroup (x * g)) [1.0, 2.0] in (g * g) <+> cs.[k]\ndef main = build 4 (fun k -> grad (f k) 2.0)",
+            "index 2 out of bounds for length 2",
+        ),
+        // Arrays of arrays of changes: each read keeps its bounds check, in order.
+        (
+            "def dss = [[replace 1.0], [gchange realGroup 0.5, replace 2.0]]\ndef main = grad (fun (g : Real) -> (g * g) <+> dss.[0].[1]) 1.0",
+            "index 1 out of bounds for length 1",
+        ),
+        (
+            "def dss = [[replace 1.0], [gchange realGroup 0.5, replace 2.0]]\ndef main = grad (fun (g : Real) -> (g * g) <+> dss.[2].[0]) 1.0",
+            "index 2 out of bounds for length 2",
+        ),
+        (
+            "def f (i : Int) (g : Real) = let cs = build 2 (fun k -> build (k + 1) (fun l -> gchange realGroup (g * toReal l))) in (g * g) <+> cs.[i].[1]\ndef main = build 2 (fun i -> grad (f i) 2.0)",
+            "index 1 out of bounds for length 1",
+        ),
+        (
+            "def f (i : Int) (g : Real) = let r = (map (fun x -> [gchange realGroup x, replace x]) [1.0, 2.0]).[i] in (g * g) <+> r.[i]\ndef main = build 3 (fun i -> grad (f i) 2.0)",
             "index 2 out of bounds for length 2",
         ),
         // An error in a user group's operation, applied by the update.

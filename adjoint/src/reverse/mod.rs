@@ -3114,12 +3114,26 @@ impl Ad<'_, '_> {
     /// taken), and element i of `build n f` / `map f xs` is `f i` / `f xs.[i]`, recomputed (it
     /// cannot fail: it was computed when `ds` was made) and its update taken.
     fn update_at(&mut self, out: &mut Vec<Bind>, a: &E, ds: &E, i: &E) -> Option<E> {
+        self.update_at_path(out, a, ds, std::slice::from_ref(i))
+    }
+
+    /// `a <+> ds.[i₁].[i₂]…` (`idx`) when the program shows how `ds` and its rows are made: element
+    /// `i₁` of `ds`'s producer as [`Transform::update_at`] finds it, then element `i₂` of that, and
+    /// so on (the reducer's (⊕) reads the change at the point). A row read out of an array of
+    /// arrays of changes (`r = dss.[i]`, then `r.[j]`) is element `[i, j]` of `dss`.
+    fn update_at_path(&mut self, out: &mut Vec<Bind>, a: &E, ds: &E, idx: &[E]) -> Option<E> {
+        let (i, more) = idx.split_first()?;
         let prod = self.producer(ds)?;
+        if let ExprKind::Index(outer, i0) = &prod.kind {
+            let mut path = vec![i0.clone()];
+            path.extend(idx.iter().cloned());
+            return self.update_at_path(out, a, outer, &path);
+        }
         if let ExprKind::Array(es) = &prod.kind {
             let (last, rest) = es.split_last()?;
-            let mut e = self.change_branch(a, last)?;
+            let mut e = self.change_branch(a, last, more)?;
             for (k, ek) in rest.iter().enumerate().rev() {
-                let bk = self.change_branch(a, ek)?;
+                let bk = self.change_branch(a, ek, more)?;
                 let mut bs = Vec::new();
                 let c = self.t.bind(&mut bs, "c", bin(BinOp::Eq, i, &int(k as i64), Type::Bool));
                 let z = self.t.bind(&mut bs, "u", if_(&c, bk, e));
@@ -3147,13 +3161,17 @@ impl Ad<'_, '_> {
         let (ps, bb, res) = self.fresh_lam(&l, 1).ok()?;
         self.bind_pat(out, &ps[0], x).ok()?;
         let mut bs = self.expand_oplus(bb);
-        let u = self.update(&mut bs, a, &res)?;
+        let u = match more {
+            [] => self.update(&mut bs, a, &res)?,
+            _ => self.update_at_path(&mut bs, a, &res, more)?,
+        };
         out.extend(bs);
         Some(u)
     }
 
-    /// `lets(…, u)`: the update of `a` by the change `e` (an atom or a term), as a series.
-    fn change_branch(&mut self, a: &E, e: &E) -> Option<E> {
+    /// `lets(…, u)`: the update of `a` by the change `e` (an atom or a term), as a series; with
+    /// indices `more`, by the change at `more` in the array of changes `e`.
+    fn change_branch(&mut self, a: &E, e: &E, more: &[E]) -> Option<E> {
         let e = self.t.refresh(e);
         let (binds, res) = match series(&e) {
             Some(s) => s,
@@ -3163,7 +3181,10 @@ impl Ad<'_, '_> {
             }
         };
         let mut bs = self.expand_oplus(binds);
-        let u = self.update(&mut bs, a, &res)?;
+        let u = match more {
+            [] => self.update(&mut bs, a, &res)?,
+            _ => self.update_at_path(&mut bs, a, &res, more)?,
+        };
         let z = self.t.bind(&mut bs, "u", u);
         Some(lets(bs, z))
     }
