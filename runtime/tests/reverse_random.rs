@@ -7,7 +7,8 @@
 //! cotangent, `jacobian` of an array-valued map, `f` passed as a function-typed argument to a
 //! higher-order helper (and as a closure through `fold`), and a gradient nested around it; and 60
 //! (`compiled_gradients_through_changes_and_dual_maps_equal_the_reducers`) through `<+>` of `f`
-//! and a change read from an array of changes (or a `fold` over them), through a dual map on an
+//! and a change read from an array of changes, or an array of arrays of them (or a `fold` over
+//! them), through a dual map on an
 //! array space with `f` in it applied to a tangent or `unstar`red (its vector compiled where
 //! reduction 5 gives it without the array's length), and through a dual vector of nested data
 //! paired with a tangent that may not have its shape (both engines then give the same first
@@ -200,14 +201,23 @@ fn change_and_dual_context(form: u64, n: usize, point: &[f64], rng: &mut Rng) ->
                     _ => format!("gchange realGroup (y * {scale})"),
                 })
                 .collect();
-            let body = if rng.below(2) == 0 {
-                format!("({} <+> cs.[k]) + 0.5 * y", f_through(n, "y", point))
-            } else {
-                format!("fold (fun acc d -> (acc * 0.5) <+> d) ({}) cs + 0.5 * y + toReal k", f_through(n, "y", point))
+            let (body, cs) = match rng.below(3) {
+                0 => (format!("({} <+> cs.[k]) + 0.5 * y", f_through(n, "y", point)), format!("[{}]", cs.join(", "))),
+                // An array of arrays of changes: row k / 2, element k mod 2 (rows of 2 and 1).
+                1 => (
+                    format!("({} <+> cs.[k / 2].[k - 2 * (k / 2)]) + 0.5 * y", f_through(n, "y", point)),
+                    format!("[[{}, {}], [{}]]", cs[0], cs[1], cs[2]),
+                ),
+                _ => (
+                    format!(
+                        "fold (fun acc d -> (acc * 0.5) <+> d) ({}) cs + 0.5 * y + toReal k",
+                        f_through(n, "y", point)
+                    ),
+                    format!("[{}]", cs.join(", ")),
+                ),
             };
             format!(
-                "def main = build 3 (fun k -> grad (fun (y : Real) -> let cs = [{}] in {body}) {})\n",
-                cs.join(", "),
+                "def main = build 3 (fun k -> grad (fun (y : Real) -> let cs = {cs} in {body}) {})\n",
                 lit(point[0])
             )
         }
