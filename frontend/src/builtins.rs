@@ -127,7 +127,8 @@ builtins! {
     // `ctCheck' n m shape idx`: a vjp's cotangent has the output's length (`n`, the cotangent's
     // `m`), else the error `vjp: the cotangent does not match…` at the path to the array (`shape`
     // its steps, `idx` the indices of its element steps: an Int, a tuple of them or `()`;
-    // `anf::ir::cotangent_path`).
+    // `anf::ir::cotangent_path`); with a negative `shape` (`anf::ir::pairing_shape`), a tangent
+    // has the length of the dual vector it is paired with (`n` the vector's, `m` the tangent's).
     CtCheck = "ctCheck'" : "Int -> Int -> Int -> 'a -> Unit";
     // Accumulators of `Array (Array Real)` (rows of distinct accumulators, each updated in
     // place): `accAdd2' A i j v` adds v to A.[i].[j]; `accRow' A i s y` adds s·y to the row

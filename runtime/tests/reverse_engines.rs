@@ -21,11 +21,13 @@ const MUST_COMPILE: &[&str] = &[
     "pb_closures_chosen_by_if",
     "pb_oplus_chosen_change",
     "pb_oplus_array_change",
+    "pb_oplus_nested_change",
     "pb_kmeans_dir",
     "pb_nearest",
     "pb_dual_applied_nested",
     "pb_dual_maps",
     "pb_dual_maps_arrays",
+    "pb_unstar_dual_maps_arrays",
     "pb_nested_explicit_array",
     "pb_star_unstar",
     "pb_build_index",
@@ -234,8 +236,9 @@ fn cotangents_are_checked_at_any_depth() {
 }
 
 /// `<+>` of a change read from an array compiles (the change element i is chosen by `if` on i
-/// from a literal, or recomputed from `build`'s or `map`'s function), and the read keeps its
-/// bounds check: the same error, at the same place, in both engines.
+/// from a literal, or recomputed from `build`'s or `map`'s function; from an array of arrays, the
+/// row so, then the change in it), and the read keeps its bounds check: the same error, at the
+/// same place, in both engines.
 #[test]
 fn changes_read_from_arrays_keep_their_errors() {
     let cases = [
@@ -249,6 +252,23 @@ fn changes_read_from_arrays_keep_their_errors() {
         ),
         (
             "def f (k : Int) (g : Real) = let cs = map (fun x -> gchange realGroup (x * g)) [1.0, 2.0] in (g * g) <+> cs.[k]\ndef main = build 4 (fun k -> grad (f k) 2.0)",
+            "index 2 out of bounds for length 2",
+        ),
+        // Arrays of arrays of changes: each read keeps its bounds check, in order.
+        (
+            "def dss = [[replace 1.0], [gchange realGroup 0.5, replace 2.0]]\ndef main = grad (fun (g : Real) -> (g * g) <+> dss.[0].[1]) 1.0",
+            "index 1 out of bounds for length 1",
+        ),
+        (
+            "def dss = [[replace 1.0], [gchange realGroup 0.5, replace 2.0]]\ndef main = grad (fun (g : Real) -> (g * g) <+> dss.[2].[0]) 1.0",
+            "index 2 out of bounds for length 2",
+        ),
+        (
+            "def f (i : Int) (g : Real) = let cs = build 2 (fun k -> build (k + 1) (fun l -> gchange realGroup (g * toReal l))) in (g * g) <+> cs.[i].[1]\ndef main = build 2 (fun i -> grad (f i) 2.0)",
+            "index 1 out of bounds for length 1",
+        ),
+        (
+            "def f (i : Int) (g : Real) = let r = (map (fun x -> [gchange realGroup x, replace x]) [1.0, 2.0]).[i] in (g * g) <+> r.[i]\ndef main = build 3 (fun i -> grad (f i) 2.0)",
             "index 2 out of bounds for length 2",
         ),
         // An error in a user group's operation, applied by the update.
@@ -317,6 +337,156 @@ fn dual_maps_on_array_spaces_keep_their_errors() {
             assert_eq!(a.message, msg, "{src}");
             assert_eq!((&b.message, b.span), (&a.message, a.span), "{src}");
         }
+    });
+}
+
+/// A dual vector applied to a tangent is the pairing ⟨r, t⟩, defined on the tangent space at the
+/// dual's point: a tangent whose arrays have other lengths is an error in both engines, the same
+/// message (the first mismatch in order, with its path) at the application, never a truncated
+/// sum; discrete components pair with anything. Inside a gradient the reducer reports it at the
+/// gradient (its redexes have no spans of their own), compiled code at the application.
+#[test]
+fn pairings_check_the_tangents_shape() {
+    let m = |at: &str, n: i64, k: i64| {
+        format!(
+            "the tangent does not match the dual vector it is paired with{at}: the dual vector has length {n} but the \
+             tangent has length {k}"
+        )
+    };
+    let cases = [
+        ("def main = (star [1.0, 2.0]) [1.0]", m("", 2, 1), true),
+        ("def main = let d = star [1.0, 2.0] in d [1.0, 2.0, 3.0]", m("", 2, 3), true),
+        ("def main = (pullback (fun (v : Array Real) -> sum v) (omega 1.0)) [1.0, 2.0] [1.0]", m("", 2, 1), true),
+        ("def main = (omega [1.0, 2.0]) [5.0, 6.0] [1.0]", m("", 2, 1), true),
+        ("def main = (star [[1.0], [2.0]]) [[1.0], [2.0, 3.0]]", m(" at element 1", 1, 2), true),
+        ("def main = (star (1.0, [2.0])) (1.0, [])", m(" at component 2", 1, 0), true),
+        (
+            "def main = (star [(1.0, [2.0]), (3.0, [])]) [(1.0, [2.0]), (3.0, [4.0])]",
+            m(" at element 1, component 2", 0, 1),
+            true,
+        ),
+        ("def main = (dual (fun (v : Array Real) -> v) (star [1.0, 2.0])) [1.0]", m("", 2, 1), true),
+        ("def main = grad (fun x -> (star [x, 2.0]) [1.0]) 1.0", m("", 2, 1), false),
+        (
+            "def main = grad (fun x -> (pullback (fun (v : Array Real) -> x * sum v) (omega 1.0)) [x] [1.0, x]) 1.0",
+            m("", 1, 2),
+            false,
+        ),
+        // The tangent's own error comes first.
+        ("def main = (star [1.0, 2.0]) [[1.0].[1]]", "index 1 out of bounds for length 1".to_string(), true),
+    ];
+    frontend::with_big_stack(|| {
+        for (src, msg, same_span) in &cases {
+            let (_, mono) = runtime::prepare(src, "main").unwrap();
+            assert!(
+                matches!(adjoint::reverse::transform(&mono), Ok(Some(t)) if t.interpreted.is_none()),
+                "{src} falls back"
+            );
+            let a = runtime::interp::run(&mono).expect_err(src);
+            let b = match runtime::engine::run(&mono) {
+                Ok(r) => panic!("{src}: compiled gave {} ({:?})", r.value, r.note),
+                Err(d) => d,
+            };
+            assert_eq!(&a.message, msg, "{src}");
+            assert_eq!(&b.message, msg, "{src}");
+            if *same_span {
+                assert_eq!(b.span, a.span, "{src}");
+            }
+        }
+        // Discrete components pair with anything; tangents of the vector's shape pair as before.
+        for (src, want) in [
+            ("def main = (star ([1, 2], [1.0])) ([3], [2.0])", "2.0"),
+            ("def main = (star [[1.0], [2.0, 3.0]]) [[1.0], [1.0, 1.0]]", "6.0"),
+        ] {
+            let (a, note) = both(src);
+            assert_eq!(a.to_string(), want, "{src}");
+            assert!(note.is_none(), "{src}: {note:?}");
+        }
+    });
+}
+
+/// A dual map on a space with arrays made by `dual` alone is a value, a linear functional on the
+/// space (Mak & Ong Sec. 3: a term of type σ* is a linear functional on σ), whose vector needs the
+/// arrays' lengths: as a program's result both engines print the reducer's normal form (`<fun>`, or
+/// its vector with `0` for an array that receives nothing) — never `unstar`'s error — and W's
+/// error still comes first.
+#[test]
+fn dual_maps_on_array_spaces_are_values() {
+    for (src, want) in [
+        ("def main = dual (fun (v : Array Real) -> sum v) (star 2.0)", "<fun>"),
+        ("def main = (1.0, dual (fun (v : Real * Array Real) -> v.1 * 3.0) (star 2.0))", "(1.0, (6.0, 0)*)"),
+        ("def main = dual (fun (v : Array Real) -> 0.0) (star 2.0)", "0*"),
+        ("def main = let d = dual (fun (v : Array Real) -> v.[0]) (star 2.0) in (d, d [3.0])", "(<fun>, 6.0)"),
+        ("def main = (dual (fun (v : Real) -> 2.0 * v) (star 3.0), star [1.0])", "(6.0*, [1.0]*)"),
+    ] {
+        frontend::with_big_stack(|| {
+            let (_, mono) = runtime::prepare(src, "main").unwrap();
+            let a = runtime::interp::run(&mono).unwrap();
+            let b = runtime::engine::run(&mono).unwrap();
+            assert_eq!(a.to_string(), want, "{src}");
+            assert_eq!(b.value.to_string(), want, "{src}: {:?}", b.note);
+        });
+    }
+    let src = "def main = dual (fun (v : Array Real) -> sum v) (star [1.0].[3])";
+    frontend::with_big_stack(|| {
+        let (_, mono) = runtime::prepare(src, "main").unwrap();
+        let a = runtime::interp::run(&mono).expect_err(src);
+        let b = runtime::engine::run(&mono).map(|r| r.value.to_string()).expect_err(src);
+        assert_eq!(a.message, "index 3 out of bounds for length 1");
+        assert_eq!((b.message, b.span), (a.message, a.span));
+    });
+}
+
+/// `unstar` of a dual map on an array space compiles where the reducer's reduction 5 gives its
+/// vector without the array's length (each array's adjoint whole, from W's part or a
+/// coefficient): no fallback, W's and the coefficients' errors first, and applied to a tangent its
+/// vector is paired (the reducer's order, so a tangent of another shape is the pairing's error).
+/// Other bodies (`sum v`, `v.[i]`: the reducer stops) and W's from pullbacks fall back per site,
+/// with the reducer's result.
+#[test]
+fn unstar_of_dual_maps_on_array_spaces() {
+    let pairing = "the tangent does not match the dual vector it is paired with: the dual vector has length 2 but the \
+                   tangent has length 1";
+    let errors = [
+        ("def main = unstar (dual (fun (v : Array Real) -> dot v [1.0]) (star [1.0].[2]))", "index 2 out of bounds for length 1"),
+        (
+            "def main = unstar (dual (fun (v : Array Real) -> dot v (build 2 (fun i -> [1.0].[i]))) (star 1.0))",
+            "index 1 out of bounds for length 1",
+        ),
+        ("def main = (dual (fun (v : Array Real) -> dot v [1.0, 2.0]) (star 3.0)) [1.0]", pairing),
+        ("def main = let d = dual (fun (v : Array Real) -> 2.0 * dot v [1.0, 2.0]) (star 3.0) in d [1.0, 2.0] + d [1.0]", pairing),
+    ];
+    frontend::with_big_stack(|| {
+        for (src, msg) in errors {
+            let (_, mono) = runtime::prepare(src, "main").unwrap();
+            assert!(
+                matches!(adjoint::reverse::transform(&mono), Ok(Some(t)) if t.interpreted.is_none()),
+                "{src} falls back"
+            );
+            let a = runtime::interp::run(&mono).expect_err(src);
+            let b = runtime::engine::run(&mono).map(|r| r.value.to_string()).expect_err(src);
+            assert_eq!(a.message, msg, "{src}");
+            assert_eq!((&b.message, b.span), (&a.message, a.span), "{src}");
+        }
+        for (src, compiles) in [
+            ("def main = unstar (dual (fun (v : Array Real) -> v) (star [1.0, 2.0]))", true),
+            ("def main = unstar (dual (fun ((x : Real), (v : Array Real)) -> (v, 2.0 * x)) (star ([1.0], 3.0)))", true),
+            ("def main = unstar (dual (fun (v : Real * Array Real) -> v.2) (star [1.0]))", true),
+            ("def main = grad (fun p -> sum (unstar (dual (fun (v : Array Real) -> p * dot v [1.0, p]) (star p)))) 1.5", true),
+            // Two contributions to v from W's parts (lengths the reducer compares): not compiled.
+            ("def main = unstar (dual (fun (v : Array Real) -> (v, v)) (star ([1.0, 2.0], [3.0, 4.0])))", false),
+            ("def main = unstar (dual (fun ((x : Array Real), (y : Array Real)) -> (x, y)) ((pullback (fun ((a : Array Real), (b : Array Real)) -> sum a) (omega 1.0)) ([1.0], [2.0])))", false),
+        ] {
+            let (v, note) = both(src);
+            assert_eq!(note.is_none(), compiles, "{src}: {v} {note:?}");
+        }
+        // Where the reducer stops, the site falls back and both engines give its error.
+        let src = "def main = unstar (dual (fun (v : Array Real) -> sum v) (star 1.0))";
+        let (_, mono) = runtime::prepare(src, "main").unwrap();
+        let a = runtime::interp::run(&mono).expect_err(src);
+        let b = runtime::engine::run(&mono).map(|r| r.value.to_string()).expect_err(src);
+        assert!(a.message.starts_with("unstar: the dual"), "{}", a.message);
+        assert_eq!((b.message, b.span), (a.message, a.span));
     });
 }
 

@@ -7,8 +7,12 @@
 //! cotangent, `jacobian` of an array-valued map, `f` passed as a function-typed argument to a
 //! higher-order helper (and as a closure through `fold`), and a gradient nested around it; and 60
 //! (`compiled_gradients_through_changes_and_dual_maps_equal_the_reducers`) through `<+>` of `f`
-//! and a change read from an array of changes (or a `fold` over them) and through a dual map on an
-//! array space with `f` in it applied to a tangent.
+//! and a change read from an array of changes, or an array of arrays of them (or a `fold` over
+//! them), through a dual map on an
+//! array space with `f` in it applied to a tangent or `unstar`red (its vector compiled where
+//! reduction 5 gives it without the array's length), and through a dual vector of nested data
+//! paired with a tangent that may not have its shape (both engines then give the same first
+//! mismatch).
 //!
 //! The compiled result (`adjoint::reverse`, then lowering, `anf::opt` and the JIT) must equal the
 //! reducer's within 1e-9 relative (NaN matching NaN), and the engine must not fall back to the
@@ -197,16 +201,62 @@ fn change_and_dual_context(form: u64, n: usize, point: &[f64], rng: &mut Rng) ->
                     _ => format!("gchange realGroup (y * {scale})"),
                 })
                 .collect();
-            let body = if rng.below(2) == 0 {
-                format!("({} <+> cs.[k]) + 0.5 * y", f_through(n, "y", point))
-            } else {
-                format!("fold (fun acc d -> (acc * 0.5) <+> d) ({}) cs + 0.5 * y + toReal k", f_through(n, "y", point))
+            let (body, cs) = match rng.below(3) {
+                0 => (format!("({} <+> cs.[k]) + 0.5 * y", f_through(n, "y", point)), format!("[{}]", cs.join(", "))),
+                // An array of arrays of changes: row k / 2, element k mod 2 (rows of 2 and 1).
+                1 => (
+                    format!("({} <+> cs.[k / 2].[k - 2 * (k / 2)]) + 0.5 * y", f_through(n, "y", point)),
+                    format!("[[{}, {}], [{}]]", cs[0], cs[1], cs[2]),
+                ),
+                _ => (
+                    format!(
+                        "fold (fun acc d -> (acc * 0.5) <+> d) ({}) cs + 0.5 * y + toReal k",
+                        f_through(n, "y", point)
+                    ),
+                    format!("[{}]", cs.join(", ")),
+                ),
             };
             format!(
-                "def main = build 3 (fun k -> grad (fun (y : Real) -> let cs = [{}] in {body}) {})\n",
-                cs.join(", "),
+                "def main = build 3 (fun k -> grad (fun (y : Real) -> let cs = {cs} in {body}) {})\n",
                 lit(point[0])
             )
+        }
+        // A dual vector of nested data (a pullback at a point of `Array (Array Real)`, f its
+        // 1-form's coefficient) paired with a tangent of its shape or (one in three) with a row one
+        // shorter: the same value, or the same first mismatch with its path, in both engines.
+        2 => {
+            let short = (rng.below(3) == 0).then(|| rng.below(2) as usize);
+            let rows = |len: &dyn Fn(usize) -> usize, k0: f64, dk: f64| -> String {
+                let rs: Vec<String> = (0..2)
+                    .map(|r| array_literal(&(0..len(r)).map(|k| k0 + dk * (k + r) as f64).collect::<Vec<_>>()))
+                    .collect();
+                format!("[{}]", rs.join(", "))
+            };
+            let m = rows(&|_| n, -0.5, 0.25);
+            let t = rows(&|r| if short == Some(r) { n - 1 } else { n }, 0.5, -0.125);
+            format!(
+                "def main = grad (fun (y : Real) -> ((pullback (fun (m : Array (Array Real)) -> \
+                 sum (map (fun r -> y * dot r r) m)) (omega ({}))) {m}) {t} + 0.5 * y) {}\n",
+                f_through(n, "y", point),
+                lit(point[0])
+            )
+        }
+        // `unstar` of a dual map on an array space whose vector reduction 5 gives without the
+        // length (the array's adjoint from a coefficient, or from W's part), f in its coefficient
+        // and in W; or such a map let-bound and applied to tangents (its vector paired).
+        3 => {
+            let f = f_through(n, "y", point);
+            let d = if rng.below(2) == 0 {
+                format!("dual (fun (v : Array Real) -> ({f}) * dot v [1.0, y, {scale}]) (star y)")
+            } else {
+                format!("dual (fun ((x : Real), (v : Array Real)) -> (v, {scale} * x)) (star ([y, {f}], y * y))")
+            };
+            let body = match rng.below(3) {
+                0 if d.contains("dot") => format!("let d = {d} in d [1.0, y, 0.5] + d [y, 0.25, y]"),
+                _ if d.contains("dot") => format!("sum (unstar ({d}))"),
+                _ => format!("let u = unstar ({d}) in u.1 * sum u.2"),
+            };
+            format!("def main = grad (fun (y : Real) -> {body} + 0.5 * y) {}\n", lit(point[0]))
         }
         // A dual map on an array space applied to a tangent, with f in its coefficients and in
         // the tangent (precomposition, ⟨w, S[t/v]⟩), let-bound and applied twice or not.
@@ -230,10 +280,10 @@ fn compiled_gradients_through_changes_and_dual_maps_equal_the_reducers() {
     sweep(Sweep {
         seed: 0xc4a9_6e00_u64,
         programs: PROGRAMS / 5,
-        forms: 2,
+        forms: 4,
         context: change_and_dual_context,
         close,
-        floor: 4,
+        floor: 6,
     });
 }
 

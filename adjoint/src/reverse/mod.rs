@@ -311,7 +311,7 @@ pub fn unstar_root(mono: &MonoProgram) -> Option<(MonoProgram, DualShape)> {
         return None;
     }
     let mut next = mono.next_local;
-    let body = unstar_expr(&root.body, &shape, &mut next);
+    let body = unstar_expr(&root.body, &shape, &mut next, &mut FxHashSet::default());
     let mut out = mono.clone();
     let d = out.defs.last_mut()?;
     d.ty = body.ty.clone();
@@ -320,17 +320,23 @@ pub fn unstar_root(mono: &MonoProgram) -> Option<(MonoProgram, DualShape)> {
     Some((out, shape))
 }
 
-fn unstar_expr(e: &E, shape: &DualShape, next: &mut u32) -> E {
+/// `vectors`: the let-bound locals in scope whose dual has a vector the transform computes.
+fn unstar_expr(e: &E, shape: &DualShape, next: &mut u32, vectors: &mut FxHashSet<LocalId>) -> E {
     match (&e.kind, shape) {
         (_, DualShape::Plain) => e.clone(),
-        (ExprKind::Ann(a, _), _) => unstar_expr(a, shape, next),
+        (ExprKind::Ann(a, _), _) => unstar_expr(a, shape, next, vectors),
         (ExprKind::Let(p, rhs, body), _) => {
-            let b = unstar_expr(body, shape, next);
+            if let PatKind::Var(_, id) = &p.kind {
+                if matches!(p.ty, Type::Dual(_)) && has_vector(rhs, vectors) || is_omega(rhs, vectors) {
+                    vectors.insert(*id);
+                }
+            }
+            let b = unstar_expr(body, shape, next, vectors);
             let ty = b.ty.clone();
             Expr::new(ExprKind::Let(p.clone(), rhs.clone(), b), e.span, ty)
         }
         (ExprKind::Tuple(xs), DualShape::Tuple(cs)) => {
-            let xs: Vec<E> = xs.iter().zip(cs).map(|(x, c)| unstar_expr(x, c, next)).collect();
+            let xs: Vec<E> = xs.iter().zip(cs).map(|(x, c)| unstar_expr(x, c, next, vectors)).collect();
             let ty = Type::tuple(xs.iter().map(|x| x.ty.clone()).collect());
             Expr::new(ExprKind::Tuple(xs), e.span, ty)
         }
@@ -338,16 +344,66 @@ fn unstar_expr(e: &E, shape: &DualShape, next: &mut u32) -> E {
             let id = LocalId(*next);
             *next += 1;
             let r = var(id, &"r".into(), &e.ty);
-            let xs: Vec<E> = cs.iter().enumerate().map(|(i, c)| unstar_expr(&proj(&r, i), c, next)).collect();
+            let xs: Vec<E> = cs.iter().enumerate().map(|(i, c)| unstar_expr(&proj(&r, i), c, next, vectors)).collect();
             let body = tuple(xs);
             let ty = body.ty.clone();
             let p = Rc::new(Pat::var("r".into(), id, e.ty.clone()));
             Expr::new(ExprKind::Let(p, e.clone(), body), e.span, ty)
         }
+        // A dual whose vector the transform does not compute stays as it is: the program is then
+        // not compiled, and the interpreter prints it as the reducer's normal form (a dual map on a
+        // space with arrays has no vector without the arrays' lengths, `(λv. sum v)*·2.0*` prints
+        // `<fun>`, and `unstar` of it would be an error where the value is not: Mak & Ong Sec. 3,
+        // a term of type σ* is a linear functional on σ, a value).
+        (_, DualShape::Star) if !has_vector(e, vectors) => e.clone(),
         (_, DualShape::Star) => {
             let Type::Dual(v) = &e.ty else { return e.clone() };
             at_span(call(Builtin::Unstar, std::slice::from_ref(e), (**v).clone()), e.span)
         }
+    }
+}
+
+/// Is `d` a first-order dual whose vector the transform computes (`Transform::vector_of`'s forms:
+/// `star v`, `(omega c) x`, `(pullback f (omega c)) x` at a point of data, a dual map on a space
+/// with a zero point of one of these, a local in `vectors`)?
+fn has_vector(d: &E, vectors: &FxHashSet<LocalId>) -> bool {
+    let d = strip(d);
+    match &d.kind {
+        ExprKind::Var(_, VarRef::Local(id)) => return vectors.contains(id),
+        ExprKind::Dual(p, _, w) => return zero_point(&p.ty).is_some() && has_vector(w, vectors),
+        ExprKind::Let(_, _, b) => return has_vector(b, vectors),
+        _ => {}
+    }
+    let (h, args) = anf::anormal::spine(d);
+    match (&strip(h).kind, args.as_slice()) {
+        (ExprKind::Pullback(_, w), [x]) => !is_fun(&x.ty) && is_omega(w, vectors),
+        (ExprKind::Var(_, VarRef::Builtin(Builtin::Star)), [_]) => true,
+        (ExprKind::Var(_, VarRef::Builtin(Builtin::Omega)), [_, _]) => true,
+        (ExprKind::Var(_, VarRef::Local(w)), [_]) => vectors.contains(w),
+        _ => false,
+    }
+}
+
+/// Is `d` a dual whose vector the reducer holds as a literal: `star v`, `(omega c) x`, or a dual
+/// map of one?
+fn literal_dual(d: &E) -> bool {
+    let d = strip(d);
+    if let ExprKind::Dual(_, _, w) = &d.kind {
+        return literal_dual(w);
+    }
+    let (h, args) = anf::anormal::spine(d);
+    matches!(
+        (&strip(h).kind, args.len()),
+        (ExprKind::Var(_, VarRef::Builtin(Builtin::Star)), 1) | (ExprKind::Var(_, VarRef::Builtin(Builtin::Omega)), 2)
+    )
+}
+
+/// Is `w` a constant 1-form `omega c`, or a local in `omegas` (bound to one)?
+fn is_omega(w: &E, omegas: &FxHashSet<LocalId>) -> bool {
+    match &strip(w).kind {
+        ExprKind::App(o, _) => matches!(strip(o).kind, ExprKind::Var(_, VarRef::Builtin(Builtin::Omega))),
+        ExprKind::Var(_, VarRef::Local(id)) => omegas.contains(id),
+        _ => false,
     }
 }
 
@@ -549,6 +605,12 @@ impl<'m> Transform<'m> {
                 }
             }
             ExprKind::Pullback(..) => return Err(not("`pullback`", e.span)),
+            // A dual map on a space with arrays not applied to a tangent: a linear functional whose
+            // vector needs the arrays' lengths (the reducer prints it `<fun>`, or its vector with `0`
+            // for an array that receives nothing).
+            ExprKind::Dual(p, _, _) if zero_point(&p.ty).is_none() => {
+                return Err(not("a dual map on a space with arrays used other than applied to a tangent", e.span))
+            }
             ExprKind::Dual(..) => return Err(not("`dual`", e.span)),
             ExprKind::Var(_, VarRef::Builtin(b)) if is_reverse_builtin(*b) => {
                 return Err(not(format!("`{}` not applied to all its arguments", b.name()), e.span))
@@ -558,7 +620,7 @@ impl<'m> Transform<'m> {
                 // (`(pullback f (omega c)) x t = ⟨vjp f x c, t⟩`: rules 3 and 17, then `r*`).
                 if let Some(v) = self.vector_of(d, e)? {
                     let t = self.rewrite(t)?;
-                    return self.pairing(v, t);
+                    return self.pairing(v, t, e.span);
                 }
                 if let Some(r) = self.function_dual(d, t, e)? {
                     return Ok(r);
@@ -576,7 +638,7 @@ impl<'m> Transform<'m> {
                     let ty = Type::fun(q.ty.clone(), body.ty.clone());
                     let l = self.refresh(&Expr::new(ExprKind::Lam(q, body), d.span, ty));
                     let s = self.rewrite(&beta(&l, &[t]))?;
-                    let r = self.pairing(w, s)?;
+                    let r = self.pairing(w, s, e.span)?;
                     return Ok(lets(out, r));
                 }
                 // W not a vector the transform makes (a dual map on an array space itself):
@@ -615,7 +677,7 @@ impl<'m> Transform<'m> {
                         let x = self.rewrite(x)?;
                         let v = self.site(Builtin::Vjp, &[f, x, real(1.0)], e, false)?;
                         self.sites += 1;
-                        return self.pairing(v, s);
+                        return self.pairing(v, s, e.span);
                     }
                 }
                 if let ExprKind::Var(_, VarRef::Builtin(b)) = &strip(h).kind {
@@ -743,12 +805,261 @@ impl<'m> Transform<'m> {
         Ok(Some((p.clone(), lets(rest, res), w)))
     }
 
+    /// The vector `Sᵀw` of a dual map `(λq. S)*·W` on a space with arrays ([`Transform::dual_map_of`]'s
+    /// `q`, `S` and `w`, W's vector and S's coefficients in scope), where the reducer's reduction 5
+    /// gives it (Mak & Ong Sec. 3, reduction 5: `(λv. S)*·r′* → (Sᵀ r′)*`) and the transform sees
+    /// that it does: `None` otherwise (the reducer may be stuck, the vector needing the arrays'
+    /// lengths, as for `sum v` or `v.[i]`).
+    ///
+    /// Reduction 5 transposes `S` structurally against `w`; without the arrays' lengths it gives a
+    /// vector exactly when each array of the space receives its adjoint whole, from a part of `w`
+    /// (the array reaches the output through copies and tuples) or from a coefficient (`dot v k`).
+    /// So: `q` a variable (its projections, one level, the leaves when it is a tuple) or a tuple
+    /// of variables; `S` a let-series whose bindings that depend on `q` are copies, tuples, the
+    /// projections of `q`, Real `+ - neg`, Real `*` and `/` by a coefficient, and `dot` with a
+    /// coefficient bound outside `S`; each leaf holding an array used once, on a path through
+    /// copies and tuples ending at the output or in one `dot` (or several `dot`s with the same
+    /// coefficient). The point's shape is then known — the output's part of `w`, or the
+    /// coefficient — and the vector is the vjp of `λq. S` at the zero of that shape along `w`
+    /// (linear: any point of the shape gives it), where nothing can fail.
+    fn dual_map_vector(&mut self, q: &Rc<Pat>, body: &E, w: &E) -> R<Option<E>> {
+        #[derive(Clone, Copy, PartialEq)]
+        enum Use {
+            Copy(LocalId),
+            InTuple(LocalId, usize),
+            Dot(LocalId),
+        }
+        let Some((binds, res)) = series(body) else { return Ok(None) };
+        let Some(res_id) = local(&res) else { return Ok(None) };
+        // The pattern's variables; for a variable of tuple type, its projections are the leaves.
+        let mut root: Option<LocalId> = None;
+        let mut leaves: Vec<(LocalId, Type)> = Vec::new();
+        match &q.kind {
+            PatKind::Var(_, id) if matches!(q.ty, Type::Tuple(_)) => root = Some(*id),
+            PatKind::Var(_, id) => leaves.push((*id, q.ty.clone())),
+            PatKind::Tuple(ps) => {
+                for p in ps.iter() {
+                    let PatKind::Var(_, id) = &p.kind else { return Ok(None) };
+                    leaves.push((*id, p.ty.clone()));
+                }
+            }
+            _ => return Ok(None),
+        }
+        let mut dep: FxHashSet<LocalId> = leaves.iter().map(|l| l.0).collect();
+        dep.extend(root);
+        let bound: FxHashSet<LocalId> = binds.iter().map(|b| b.id).collect();
+        let mut uses: FxHashMap<LocalId, Vec<Use>> = FxHashMap::default();
+        let mut projections: Vec<(usize, LocalId)> = Vec::new();
+        let atom = |e: &E| local(strip(e));
+        for b in &binds {
+            let mut fv = FxHashSet::default();
+            free_locals(&b.rhs, &mut fv);
+            if !fv.iter().any(|v| dep.contains(v)) {
+                continue; // a coefficient S computes itself
+            }
+            dep.insert(b.id);
+            let rhs = strip(&b.rhs);
+            let real = b.ty == Type::Real;
+            let mut use_of = |a: LocalId, u: Use| uses.entry(a).or_default().push(u);
+            match &rhs.kind {
+                ExprKind::Var(_, VarRef::Local(a)) => use_of(*a, Use::Copy(b.id)),
+                ExprKind::Proj(a, i) if atom(a).is_some() && atom(a) == root => projections.push((*i, b.id)),
+                ExprKind::Tuple(xs) if xs.iter().all(|x| atom(x).is_some()) => {
+                    for (i, x) in xs.iter().enumerate() {
+                        if let Some(a) = atom(x).filter(|a| dep.contains(a)) {
+                            use_of(a, Use::InTuple(b.id, i));
+                        }
+                    }
+                }
+                ExprKind::Neg(a) if real && atom(a).is_some() => {}
+                ExprKind::Bin(BinOp::Add | BinOp::Sub, a, c) if real && atom(a).is_some() && atom(c).is_some() => {}
+                // Linear in the one factor that depends on q.
+                ExprKind::Bin(BinOp::Mul, a, c)
+                    if real && atom(a).zip(atom(c)).is_some_and(|(x, k)| !(dep.contains(&x) && dep.contains(&k))) => {}
+                ExprKind::Bin(BinOp::Div, a, c)
+                    if real
+                        && atom(a).is_some_and(|x| dep.contains(&x))
+                        && atom(c).is_some_and(|k| !dep.contains(&k)) => {}
+                _ => {
+                    let (h, args) = anf::anormal::spine(rhs);
+                    let (ExprKind::Var(_, VarRef::Builtin(Builtin::Dot)), [a, c]) = (&strip(h).kind, args.as_slice())
+                    else {
+                        return Ok(None);
+                    };
+                    let (Some(a), Some(c)) = (atom(a), atom(c)) else { return Ok(None) };
+                    let (x, k) = match (dep.contains(&a), dep.contains(&c)) {
+                        (true, false) => (a, c),
+                        (false, true) => (c, a),
+                        _ => return Ok(None),
+                    };
+                    if bound.contains(&k) {
+                        return Ok(None); // a coefficient made inside S: not in scope for the point
+                    }
+                    use_of(x, Use::Dot(k));
+                }
+            }
+        }
+        if let Some(r) = root {
+            // The root variable is only projected (one level), each component at most once when it
+            // holds an array.
+            if uses.contains_key(&r) {
+                return Ok(None);
+            }
+            let Type::Tuple(ts) = &q.ty else { return Ok(None) };
+            for (i, id) in &projections {
+                if holds_array(&ts[*i]) && projections.iter().filter(|(j, _)| j == i).count() > 1 {
+                    return Ok(None);
+                }
+                leaves.push((*id, ts[*i].clone()));
+            }
+        } else if !projections.is_empty() {
+            return Ok(None);
+        }
+        // An array of a discrete type never receives an adjoint: the reducer leaves its `0`, and
+        // `unstar` stops there.
+        if leaves.iter().any(|(_, t)| holds_discrete_array(t)) {
+            return Ok(None);
+        }
+        // Where each leaf holding an array receives its adjoint: a part of w, or a coefficient.
+        enum Sink {
+            Out(Vec<usize>),
+            Coef(LocalId),
+        }
+        let mut sinks: FxHashMap<LocalId, Sink> = FxHashMap::default();
+        for (leaf, ty) in &leaves {
+            if !holds_array(ty) {
+                continue;
+            }
+            let mut cur = *leaf;
+            let mut path = Vec::new();
+            let sink = loop {
+                let us = uses.get(&cur).cloned().unwrap_or_default();
+                let at_out = usize::from(cur == res_id);
+                if us.len() + at_out != 1 {
+                    // Several `dot`s with one coefficient add arrays of its length.
+                    let first = us.first().copied();
+                    if at_out == 0 && matches!(first, Some(Use::Dot(_))) && us.iter().all(|u| Some(*u) == first) {
+                        let Some(Use::Dot(k)) = first else { return Ok(None) };
+                        break Sink::Coef(k);
+                    }
+                    return Ok(None);
+                }
+                if at_out == 1 {
+                    path.reverse();
+                    break Sink::Out(path);
+                }
+                match us[0] {
+                    Use::Copy(z) => cur = z,
+                    Use::InTuple(z, i) => {
+                        path.push(i);
+                        cur = z;
+                    }
+                    Use::Dot(k) => break Sink::Coef(k),
+                }
+            };
+            sinks.insert(*leaf, sink);
+        }
+        // The point: each leaf's zero, of its sink's shape when it holds an array.
+        let mut out = Vec::new();
+        let point_of = |t: &mut Self, out: &mut Vec<Bind>, leaf: LocalId, ty: &Type| -> Option<E> {
+            match sinks.get(&leaf) {
+                None => zero_point(ty),
+                Some(Sink::Coef(k)) => Some(t.zeros_like(out, &var(*k, &"k".into(), ty))),
+                Some(Sink::Out(path)) => {
+                    let mut part = w.clone();
+                    for i in path {
+                        part = t.bind(out, "w", proj(&part, *i));
+                    }
+                    Some(t.zeros_like(out, &part))
+                }
+            }
+        };
+        let p0 = match (&q.kind, root) {
+            (_, Some(_)) => {
+                let Type::Tuple(ts) = &q.ty else { return Ok(None) };
+                let mut cs = Vec::new();
+                for (i, t) in ts.iter().enumerate() {
+                    let c = match projections.iter().find(|(j, _)| *j == i) {
+                        Some((_, id)) => point_of(self, &mut out, *id, t),
+                        None => zero_point(t),
+                    };
+                    let Some(c) = c else { return Ok(None) };
+                    cs.push(c);
+                }
+                tuple(cs)
+            }
+            (PatKind::Var(_, id), None) => {
+                let Some(c) = point_of(self, &mut out, *id, &q.ty) else { return Ok(None) };
+                c
+            }
+            (PatKind::Tuple(ps), None) => {
+                let mut cs = Vec::new();
+                for p in ps.iter() {
+                    let PatKind::Var(_, id) = &p.kind else { return Ok(None) };
+                    let Some(c) = point_of(self, &mut out, *id, &p.ty) else { return Ok(None) };
+                    cs.push(c);
+                }
+                tuple(cs)
+            }
+            _ => return Ok(None),
+        };
+        let p0 = self.bind(&mut out, "p0", p0);
+        let ty = Type::fun(q.ty.clone(), body.ty.clone());
+        let f = self.refresh(&Expr::new(ExprKind::Lam(q.clone(), body.clone()), body.span, ty));
+        let v = self.site(Builtin::Vjp, &[f, p0, w.clone()], body, false)?;
+        self.sites += 1;
+        Ok(Some(lets(out, v)))
+    }
+
+    /// The zero of `x`'s shape (its arrays' lengths, at any depth): a term.
+    fn zeros_like(&mut self, out: &mut Vec<Bind>, x: &E) -> E {
+        match &x.ty {
+            Type::Array(e) => {
+                let e = (**e).clone();
+                let id = self.fresh();
+                let a = var(id, &"a".into(), &e);
+                let mut bo = Vec::new();
+                let z = self.zeros_like(&mut bo, &a);
+                let f = lam(id, &"a".into(), &e, lets(bo, z));
+                self.bind(out, "z", call(Builtin::Map, &[f, x.clone()], x.ty.clone()))
+            }
+            Type::Tuple(ts) => {
+                let cs = (0..ts.len())
+                    .map(|i| {
+                        let c = self.bind(out, "c", proj(x, i));
+                        self.zeros_like(out, &c)
+                    })
+                    .collect();
+                tuple(cs)
+            }
+            t => zero_point(t).unwrap_or_else(|| x.clone()),
+        }
+    }
+
     /// The vector `r` of a first-order dual `r*` written in a form the transform compiles (site
     /// `e`), as a term: `None` for another form.
     fn vector_of(&mut self, d: &E, e: &E) -> R<Option<E>> {
         let d = strip(d);
         match &d.kind {
             ExprKind::Var(_, VarRef::Local(id)) => return Ok(self.duals.get(id).cloned()),
+            // Rule 5 on a space with arrays, where it gives a vector without their lengths (a
+            // let-bound one is a dual vector from its `let` on). W a literal vector in the reducer
+            // too: `star v`, `(omega c) x`, or such a dual map of one (a pullback's vector may keep
+            // a symbolic zero for an input it does not use, on which the reducer's `unstar` stops
+            // inside a gradient).
+            ExprKind::Dual(p, _, w) if zero_point(&p.ty).is_none() && literal_dual(w) => {
+                let (listed, interpreted) = (self.listings.len(), self.interpreted.len());
+                let mut out = Vec::new();
+                if let Some((q, body, w)) = self.dual_map_of(&mut out, d)? {
+                    if let Some(v) = self.dual_map_vector(&q, &body, &w)? {
+                        return Ok(Some(lets(out, v)));
+                    }
+                }
+                // Not here: what W and S's coefficients made is made again where the map is used.
+                self.listings.truncate(listed);
+                self.interpreted.truncate(interpreted);
+                return Ok(None);
+            }
             // Rule 5: a dual map (λp. S)*·W with S linear (the `lin` check) sends W's vector to
             // its transpose, the vjp of λp. S along it (at any point: zero).
             ExprKind::Dual(p, body, w) => {
@@ -846,14 +1157,39 @@ impl<'m> Transform<'m> {
     /// mismatch is the same one, reported at the site with the path to it (`path`: the steps from
     /// the output, `ctCheck'`'s shape word and the element indices).
     fn check_cotangent(&mut self, out: &mut Vec<Bind>, y: &E, c: &E, path: &mut Vec<Step>) -> R<()> {
+        self.check_shapes(out, y, c, path, None)
+    }
+
+    /// [`Transform::check_cotangent`] for a cotangent (`pairing: None`) or, with `Some(span)`, for
+    /// the tangent `c` paired with the dual vector `y` at `span` (the reducer's `r*` pairing: its
+    /// discrete components pair with anything; `anf::ir::pairing_message`).
+    fn check_shapes(
+        &mut self,
+        out: &mut Vec<Bind>,
+        y: &E,
+        c: &E,
+        path: &mut Vec<Step>,
+        pairing: Option<Span>,
+    ) -> R<()> {
+        if pairing.is_some() && y.ty.is_discrete() {
+            return Ok(());
+        }
         match (&y.ty, &c.ty) {
             (Type::Array(et), Type::Array(_)) => {
                 let n = self.bind(out, "n", call(Builtin::Len, std::slice::from_ref(y), Type::Int));
                 let m = self.bind(out, "m", call(Builtin::Len, std::slice::from_ref(c), Type::Int));
                 let steps: Vec<Option<i64>> =
                     path.iter().map(|s| if let Step::Comp(k) = s { Some(*k as i64 + 1) } else { None }).collect();
-                let Some(shape) = anf::ir::cotangent_shape(&steps) else {
-                    return Err(not(format!("a `vjp` with a cotangent of type {} this deep", c.ty), self.span));
+                let word = match pairing {
+                    None => anf::ir::cotangent_shape(&steps),
+                    Some(_) => anf::ir::pairing_shape(&steps),
+                };
+                let Some(shape) = word else {
+                    let what = match pairing {
+                        None => format!("a `vjp` with a cotangent of type {} this deep", c.ty),
+                        Some(_) => format!("a dual vector of type {} this deep applied to a tangent", c.ty),
+                    };
+                    return Err(not(what, pairing.unwrap_or(self.span)));
                 };
                 let mut idx: Vec<E> =
                     path.iter().filter_map(|s| if let Step::At(i) = s { Some(i.clone()) } else { None }).collect();
@@ -862,7 +1198,10 @@ impl<'m> Transform<'m> {
                     1 => idx.remove(0),
                     _ => tuple(idx),
                 };
-                let chk = at_span(call(Builtin::CtCheck, &[n.clone(), m, int(shape), idx], Type::Unit), self.span);
+                let chk = at_span(
+                    call(Builtin::CtCheck, &[n.clone(), m, int(shape), idx], Type::Unit),
+                    pairing.unwrap_or(self.span),
+                );
                 self.bind(out, "chk", chk);
                 if holds_array(et) {
                     // Each element too (the lengths are equal by now):
@@ -875,7 +1214,7 @@ impl<'m> Transform<'m> {
                     let yk = self.bind(&mut bo, "y", index(y, &k));
                     let ck = self.bind(&mut bo, "c", index(c, &k));
                     path.push(Step::At(k.clone()));
-                    let r = self.check_cotangent(&mut bo, &yk, &ck, path);
+                    let r = self.check_shapes(&mut bo, &yk, &ck, path, pairing);
                     path.pop();
                     r?;
                     let k1 = self.bind(&mut bo, "k", bin(BinOp::Add, &k, &int(1), Type::Int));
@@ -892,7 +1231,7 @@ impl<'m> Transform<'m> {
                     let yi = self.bind(out, "y", proj(y, i));
                     let ci = self.bind(out, "c", proj(c, i));
                     path.push(Step::Comp(i));
-                    let r = self.check_cotangent(out, &yi, &ci, path);
+                    let r = self.check_shapes(out, &yi, &ci, path, pairing);
                     path.pop();
                     r?;
                 }
@@ -902,11 +1241,14 @@ impl<'m> Transform<'m> {
         Ok(())
     }
 
-    /// The pairing ⟨v, t⟩ of a dual vector with a tangent of a first-order type (Real).
-    fn pairing(&mut self, v: E, t: E) -> R<E> {
+    /// The pairing ⟨v, t⟩ of a dual vector with a tangent of a first-order type (Real), at `span`
+    /// (the application): the tangent's arrays are checked against the vector's first, in the
+    /// reducer's order (`r*`: `vector::inner`), so a tangent of another shape is the reducer's error.
+    fn pairing(&mut self, v: E, t: E, span: Span) -> R<E> {
         let mut out = Vec::new();
         let v = self.bind(&mut out, "v", v);
         let t = self.bind(&mut out, "t", t);
+        self.check_shapes(&mut out, &v, &t, &mut Vec::new(), Some(span))?;
         let r = self.pair_atoms(&mut out, &v, &t)?;
         Ok(lets(out, r))
     }
@@ -2794,12 +3136,26 @@ impl Ad<'_, '_> {
     /// taken), and element i of `build n f` / `map f xs` is `f i` / `f xs.[i]`, recomputed (it
     /// cannot fail: it was computed when `ds` was made) and its update taken.
     fn update_at(&mut self, out: &mut Vec<Bind>, a: &E, ds: &E, i: &E) -> Option<E> {
+        self.update_at_path(out, a, ds, std::slice::from_ref(i))
+    }
+
+    /// `a <+> ds.[i₁].[i₂]…` (`idx`) when the program shows how `ds` and its rows are made: element
+    /// `i₁` of `ds`'s producer as [`Transform::update_at`] finds it, then element `i₂` of that, and
+    /// so on (the reducer's (⊕) reads the change at the point). A row read out of an array of
+    /// arrays of changes (`r = dss.[i]`, then `r.[j]`) is element `[i, j]` of `dss`.
+    fn update_at_path(&mut self, out: &mut Vec<Bind>, a: &E, ds: &E, idx: &[E]) -> Option<E> {
+        let (i, more) = idx.split_first()?;
         let prod = self.producer(ds)?;
+        if let ExprKind::Index(outer, i0) = &prod.kind {
+            let mut path = vec![i0.clone()];
+            path.extend(idx.iter().cloned());
+            return self.update_at_path(out, a, outer, &path);
+        }
         if let ExprKind::Array(es) = &prod.kind {
             let (last, rest) = es.split_last()?;
-            let mut e = self.change_branch(a, last)?;
+            let mut e = self.change_branch(a, last, more)?;
             for (k, ek) in rest.iter().enumerate().rev() {
-                let bk = self.change_branch(a, ek)?;
+                let bk = self.change_branch(a, ek, more)?;
                 let mut bs = Vec::new();
                 let c = self.t.bind(&mut bs, "c", bin(BinOp::Eq, i, &int(k as i64), Type::Bool));
                 let z = self.t.bind(&mut bs, "u", if_(&c, bk, e));
@@ -2827,13 +3183,17 @@ impl Ad<'_, '_> {
         let (ps, bb, res) = self.fresh_lam(&l, 1).ok()?;
         self.bind_pat(out, &ps[0], x).ok()?;
         let mut bs = self.expand_oplus(bb);
-        let u = self.update(&mut bs, a, &res)?;
+        let u = match more {
+            [] => self.update(&mut bs, a, &res)?,
+            _ => self.update_at_path(&mut bs, a, &res, more)?,
+        };
         out.extend(bs);
         Some(u)
     }
 
-    /// `lets(…, u)`: the update of `a` by the change `e` (an atom or a term), as a series.
-    fn change_branch(&mut self, a: &E, e: &E) -> Option<E> {
+    /// `lets(…, u)`: the update of `a` by the change `e` (an atom or a term), as a series; with
+    /// indices `more`, by the change at `more` in the array of changes `e`.
+    fn change_branch(&mut self, a: &E, e: &E, more: &[E]) -> Option<E> {
         let e = self.t.refresh(e);
         let (binds, res) = match series(&e) {
             Some(s) => s,
@@ -2843,7 +3203,10 @@ impl Ad<'_, '_> {
             }
         };
         let mut bs = self.expand_oplus(binds);
-        let u = self.update(&mut bs, a, &res)?;
+        let u = match more {
+            [] => self.update(&mut bs, a, &res)?,
+            _ => self.update_at_path(&mut bs, a, &res, more)?,
+        };
         let z = self.t.bind(&mut bs, "u", u);
         Some(lets(bs, z))
     }
@@ -3798,6 +4161,15 @@ fn forward_projections(binds: &mut [Bind], a: LocalId, parts: &[E]) {
             }
             _ => {}
         }
+    }
+}
+
+/// Does `t` hold an array of a discrete type (at any depth)?
+fn holds_discrete_array(t: &Type) -> bool {
+    match t {
+        Type::Array(e) => e.is_discrete() || holds_discrete_array(e),
+        Type::Tuple(ts) => ts.iter().any(holds_discrete_array),
+        _ => false,
     }
 }
 

@@ -468,6 +468,15 @@ pub fn cotangent_shape(steps: &[Option<i64>]) -> Option<i64> {
 /// The error of a `vjp` whose cotangent has length `m` where the output's array at `path` has
 /// length `n` (the interpreter's `cotangent_mismatch` and `ctCheck'` in both engines).
 pub fn cotangent_message(path: &[CotangentStep], n: i64, m: i64) -> String {
+    format!(
+        "vjp: the cotangent does not match the function's output{}: the output has length {n} but the cotangent \
+         has length {m}",
+        path_words(path)
+    )
+}
+
+/// ` at component 2, element 7` for a path, nothing for the empty one.
+fn path_words(path: &[CotangentStep]) -> String {
     let at: Vec<String> = path
         .iter()
         .map(|s| match s {
@@ -475,11 +484,41 @@ pub fn cotangent_message(path: &[CotangentStep], n: i64, m: i64) -> String {
             CotangentStep::Component(k) => format!("component {k}"),
         })
         .collect();
-    let at = if at.is_empty() { String::new() } else { format!(" at {}", at.join(", ")) };
+    if at.is_empty() {
+        String::new()
+    } else {
+        format!(" at {}", at.join(", "))
+    }
+}
+
+/// The error of a dual vector of first-order type applied to a tangent of another shape: the
+/// pairing `r* v = ⟨r, v⟩` is defined on the tangent space at the dual's point, whose arrays have
+/// the vector's lengths (Mak & Ong Sec. 3: `r*` mimics the functional `⟨r, −⟩` on that space).
+/// `n` is the vector's length at `path`, `m` the tangent's (both engines, `ctCheck'` with
+/// [`pairing_shape`]).
+pub fn pairing_message(path: &[CotangentStep], n: i64, m: i64) -> String {
     format!(
-        "vjp: the cotangent does not match the function's output{at}: the output has length {n} but the cotangent \
-         has length {m}"
+        "the tangent does not match the dual vector it is paired with{}: the dual vector has length {n} but the \
+         tangent has length {m}",
+        path_words(path)
     )
+}
+
+/// The shape word of `ctCheck'` for a pairing check (a dual vector against its tangent) at the
+/// steps [`cotangent_shape`] encodes: its bitwise complement, so negative.
+pub fn pairing_shape(steps: &[Option<i64>]) -> Option<i64> {
+    cotangent_shape(steps).map(|s| !s)
+}
+
+/// The message of a failed `ctCheck' n m shape idx`: a `vjp`'s cotangent
+/// ([`cotangent_message`]) for a shape word of [`cotangent_shape`], a pairing
+/// ([`pairing_message`]) for one of [`pairing_shape`]; `None` when `idx` runs out.
+pub fn shape_check_message(shape: i64, idx: &[i64], n: i64, m: i64) -> Option<String> {
+    if shape < 0 {
+        Some(pairing_message(&cotangent_path(!shape, idx)?, n, m))
+    } else {
+        Some(cotangent_message(&cotangent_path(shape, idx)?, n, m))
+    }
 }
 
 /// The message of [`TrapCode::BagOverflow`] (the interpreter's bags say the same).

@@ -111,9 +111,10 @@ pub const SUPPORT: &[SupportDecl] = &[
     // words at `args` (its free locals) and writes its value's words at `out`; arrays it returns
     // are made in the arena.
     decl("nabla_interp", &[I, P, P], &[], true),
-    // A `vjp`'s cotangent of the wrong length (`ctCheck'`): `(n, m, shape, idx, count, site)`
-    // always fails with `cotangent_length` at `site`, the message naming the path `shape` and the
-    // `count` indices at `idx` give (`ir::cotangent_path`).
+    // A `vjp`'s cotangent of the wrong length, or a tangent of another length than the dual
+    // vector it is paired with (`ctCheck'`): `(n, m, shape, idx, count, site)` always fails with
+    // `cotangent_length` at `site`, the message naming the check (`shape`'s sign) and the path
+    // `shape` and the `count` indices at `idx` give (`ir::shape_check_message`).
     decl("nabla_cotangent_mismatch", &[I, I, I, P, I, I], &[], true),
     decl("nabla_map_len", &[P], &[I], false),
     // Array of `{key words, value words}`, sorted by key.

@@ -663,4 +663,16 @@ fn cotangent_paths_round_trip() {
     assert_eq!(cotangent_path(s, &[]).unwrap(), vec![C(126); COTANGENT_MAX_STEPS]);
     assert_eq!(cotangent_shape(&[None; COTANGENT_MAX_STEPS + 1]), None);
     assert_eq!(cotangent_shape(&[Some(127)]), None);
+    // A pairing check's word is the complement of the same path's: negative, so the message
+    // says which check failed.
+    let p = pairing_shape(&steps).unwrap();
+    assert!(p < 0);
+    assert_eq!(shape_check_message(shape, &[7, 0, 123456789], 2, 3), Some(cotangent_message(&path, 2, 3)));
+    assert_eq!(
+        shape_check_message(p, &[7, 0, 123456789], 2, 3).unwrap(),
+        "the tangent does not match the dual vector it is paired with at component 2, element 7, component 1, \
+         element 0, element 123456789: the dual vector has length 2 but the tangent has length 3"
+    );
+    assert_eq!(shape_check_message(pairing_shape(&[]).unwrap(), &[], 2, 1), Some(pairing_message(&[], 2, 1)));
+    assert_eq!(shape_check_message(p, &[7], 2, 3), None);
 }

@@ -404,9 +404,9 @@ fn reverse_internal(b: Builtin, mut args: Vec<Value>, span: Span) -> EvalResult 
                 }
                 let mut idx = Vec::new();
                 ints(&args[3], &mut idx);
-                let path = anf::ir::cotangent_path(shape, &idx)
+                let message = anf::ir::shape_check_message(shape, &idx, n, m)
                     .ok_or_else(|| Diagnostic::error(span, "internal: a `ctCheck'` path without its indices"))?;
-                return Err(Diagnostic::error(span, anf::ir::cotangent_message(&path, n, m)));
+                return Err(Diagnostic::error(span, message));
             }
             Value::Unit
         }

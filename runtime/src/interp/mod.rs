@@ -149,7 +149,11 @@ impl<'p> Interp<'p> {
             ExprKind::App(f, a) => {
                 let fv = self.eval(f, env)?;
                 let av = self.eval(a, env)?;
-                self.apply(&fv, av, e.span)?
+                match &fv {
+                    // A dual vector applied to a tangent of type `a.ty`: the pairing (`r*`).
+                    Value::Star(r) => pullback::pair(r, &av, Some(&a.ty), e.span)?,
+                    _ => self.apply(&fv, av, e.span)?,
+                }
             }
             ExprKind::Let(p, rhs, body) => {
                 let v = self.eval(rhs, env)?;

@@ -338,7 +338,9 @@ pub unsafe extern "C" fn nabla_interp(ctx: *mut CtxHeader, k: i64, args: *const 
 }
 
 /// A `vjp`'s cotangent whose array at the path `shape`/`idx` (`count` indices) has length `m`
-/// where the output's has `n` (`ctCheck'`): fails with `TrapCode::CotangentLength` at `site`.
+/// where the output's has `n`, or a tangent against the dual vector it is paired with (`ctCheck'`,
+/// the kind in `shape`'s sign: `anf::ir::shape_check_message`): fails with
+/// `TrapCode::CotangentLength` at `site`.
 pub unsafe extern "C" fn nabla_cotangent_mismatch(
     ctx: *mut CtxHeader,
     n: i64,
@@ -351,10 +353,8 @@ pub unsafe extern "C" fn nabla_cotangent_mismatch(
     guard(ctx, (), |_| {
         let idx: Vec<i64> = words(idx, usize::try_from(count).unwrap_or(0)).iter().map(|w| *w as i64).collect();
         let code = TrapCode::CotangentLength;
-        let message = match anf::ir::cotangent_path(shape, &idx) {
-            Some(path) => anf::ir::cotangent_message(&path, n, m),
-            None => "internal error: a cotangent check's path without its indices".to_string(),
-        };
+        let message = anf::ir::shape_check_message(shape, &idx, n, m)
+            .unwrap_or_else(|| "internal error: a shape check's path without its indices".to_string());
         Err(NativeError::new(code.code(), message).at(site, vec![n, m]))
     })
 }

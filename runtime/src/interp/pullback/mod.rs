@@ -61,8 +61,8 @@ pub fn eval_node(it: &mut Interp, e: &E, env: &Env) -> EvalResult {
 /// Applies a dual vector or a term value (a 1-form, a dual map, a function the reducer made).
 pub fn apply(it: &mut Interp, f: &Value, arg: Value, span: Span) -> EvalResult {
     match f {
-        // A dual vector applied to a tangent is the pairing ⟨r, v⟩.
-        Value::Star(r) => Ok(Value::Real(pairing(r, &arg))),
+        // A dual vector applied to a tangent is the pairing ⟨r, v⟩ (`r*`).
+        Value::Star(r) => pair(r, &arg, None, span),
         Value::Term(e) => {
             let x = readback::readback(&arg, &argument_of(&e.ty));
             reduce_to_value(it, &app(e, x.clone()), Some(&x), span)
@@ -339,14 +339,54 @@ fn arg_types(t: &Type, n: usize) -> Vec<Type> {
     out
 }
 
-/// `⟨r, v⟩` over the continuous components.
-fn pairing(r: &Value, v: &Value) -> f64 {
-    match (r, v) {
-        (Value::Real(a), Value::Real(b)) => a * b,
-        (Value::Tuple(xs), Value::Tuple(ys)) => xs.iter().zip(ys.iter()).map(|(x, y)| pairing(x, y)).sum(),
-        (Value::Array(xs), Value::Array(ys)) => xs.iter().zip(ys.iter()).map(|(x, y)| pairing(x, y)).sum(),
-        _ => 0.0,
+/// The pairing `r* v = ⟨r, v⟩` of a dual vector with a tangent `v` of type `ty` (`None`: not
+/// known, every array taken as continuous), over the continuous components. The tangent must have
+/// the vector's shape (the tangent space at the dual's point): the first array of another length,
+/// in order (an array's length, then its elements in order; a tuple's components in order), is
+/// the error `anf::ir::pairing_message` at `span`, as compiled code's `ctCheck'` reports it.
+pub fn pair(r: &Value, v: &Value, ty: Option<&Type>, span: Span) -> EvalResult {
+    fn go(r: &Value, v: &Value, ty: Option<&Type>, path: &mut Vec<anf::ir::CotangentStep>) -> Result<f64, String> {
+        use anf::ir::CotangentStep as S;
+        if ty.is_some_and(|t| t.is_discrete()) {
+            return Ok(0.0);
+        }
+        Ok(match (r, v) {
+            (Value::Real(a), Value::Real(b)) => a * b,
+            (Value::Tuple(xs), Value::Tuple(ys)) => {
+                let mut s = 0.0;
+                for (i, (x, y)) in xs.iter().zip(ys.iter()).enumerate() {
+                    let t = match ty {
+                        Some(Type::Tuple(ts)) => ts.get(i),
+                        _ => None,
+                    };
+                    path.push(S::Component(i as i64 + 1));
+                    let p = go(x, y, t, path);
+                    path.pop();
+                    s += p?;
+                }
+                s
+            }
+            (Value::Array(xs), Value::Array(ys)) => {
+                if xs.len() != ys.len() {
+                    return Err(anf::ir::pairing_message(path, xs.len() as i64, ys.len() as i64));
+                }
+                let t = match ty {
+                    Some(Type::Array(t)) => Some(&**t),
+                    _ => None,
+                };
+                let mut s = 0.0;
+                for (i, (x, y)) in xs.iter().zip(ys.iter()).enumerate() {
+                    path.push(S::Element(i as i64));
+                    let p = go(x, y, t, path);
+                    path.pop();
+                    s += p?;
+                }
+                s
+            }
+            _ => 0.0,
+        })
     }
+    go(r, v, ty, &mut Vec::new()).map(Value::Real).map_err(|m| Diagnostic::error(span, m))
 }
 
 fn show_vector(e: &E) -> String {

@@ -59,8 +59,16 @@ pub fn scale(a: &E, k: f64) -> E {
     }
 }
 
-/// `⟨a, b⟩ = Σ aᵢ bᵢ` over the continuous components.
+/// `⟨a, b⟩ = Σ aᵢ bᵢ` over the continuous components: the pairing `a* b` of a dual vector with a
+/// tangent. Arrays of different lengths are the error `anf::ir::pairing_message` (the first in
+/// order: an array's length, then its elements in order; a tuple's components in order, with the
+/// path to it), the one compiled code's `ctCheck'` gives.
 pub fn inner(a: &E, b: &E) -> Result<f64, String> {
+    inner_at(a, b, &mut Vec::new())
+}
+
+fn inner_at(a: &E, b: &E, path: &mut Vec<anf::ir::CotangentStep>) -> Result<f64, String> {
+    use anf::ir::CotangentStep as S;
     if a.ty.is_discrete() || b.ty.is_discrete() {
         return Ok(0.0);
     }
@@ -68,12 +76,19 @@ pub fn inner(a: &E, b: &E) -> Result<f64, String> {
         (ExprKind::Zero, _) | (_, ExprKind::Zero) => 0.0,
         (ExprKind::Lit(Lit::Real(x)), ExprKind::Lit(Lit::Real(y))) => x * y,
         (ExprKind::Tuple(xs), ExprKind::Tuple(ys)) | (ExprKind::Array(xs), ExprKind::Array(ys)) => {
+            let array = matches!(a.kind, ExprKind::Array(_));
             if xs.len() != ys.len() {
-                return Err(format!("pairing vectors of lengths {} and {}", xs.len(), ys.len()));
+                if !array {
+                    return Err("internal: pairing tuples of different sizes".into());
+                }
+                return Err(anf::ir::pairing_message(path, xs.len() as i64, ys.len() as i64));
             }
             let mut s = 0.0;
-            for (x, y) in xs.iter().zip(ys) {
-                s += inner(x, y)?;
+            for (i, (x, y)) in xs.iter().zip(ys).enumerate() {
+                path.push(if array { S::Element(i as i64) } else { S::Component(i as i64 + 1) });
+                let r = inner_at(x, y, path);
+                path.pop();
+                s += r?;
             }
             s
         }
