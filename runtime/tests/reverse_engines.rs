@@ -320,6 +320,30 @@ fn dual_maps_on_array_spaces_keep_their_errors() {
     });
 }
 
+/// The coefficients of a dual map on an array space (the bindings of S that do not read its
+/// parameter, made where the dual is) are transformed like the rest of the program: a gradient
+/// inside a function among them compiles (nothing of reverse mode reaches lowering), with the
+/// reducer's value, applied at a point and differentiated itself.
+#[test]
+fn dual_map_coefficients_are_transformed() {
+    let cases = [
+        (
+            "def main = let xs = [1.0, 3.0] in let d = dual (fun (v : Array Real) -> v.[0] * sum (map (fun y -> grad (fun z -> z * z * z) y) xs)) (star 1.0) in d [2.0]",
+            "60.0",
+        ),
+        (
+            "def main = grad (fun p -> let xs = [p, 3.0] in let d = dual (fun (v : Array Real) -> v.[0] * sum (map (fun y -> grad (fun z -> z * z * p) y) xs) + v.[1]) (star p) in d [p, 2.0]) 1.5",
+            "69.5",
+        ),
+    ];
+    frontend::with_big_stack(|| {
+        for (src, want) in cases {
+            let (v, note) = both(src);
+            assert_eq!((v.to_string().as_str(), note), (want, None), "{src}");
+        }
+    });
+}
+
 /// A producer's own errors come first in both engines, at its site, wherever the transform puts
 /// code before it: `build`'s negative size and `zipWith`'s unequal lengths before a fused sum's
 /// loop runs, `iterate`'s negative count before its tape is made, and an element's error in
@@ -687,6 +711,8 @@ fn partials_read_the_forward_result() {
         // A power reads x ^ y for its partial in y; its partial in x is another power: the map's
         // power once, `x.[0] ^ x.[1]` and `x.[0] ^ (x.[1] - 1)`.
         ("sum (map (fun v -> 1.5 ^ v) x) + x.[0] ^ x.[1]", "$nabla_pow", 3),
+        // A map of powers used twice: its reverse loop reads the power from the map's result.
+        ("let h = map (fun v -> 1.5 ^ v) x in dot h h", "$nabla_pow", 1),
     ];
     frontend::with_big_stack(|| {
         for (body, callee, want) in cases {
