@@ -276,6 +276,11 @@ fn changes_read_from_arrays_keep_their_errors() {
             "def f (k : Int) (g : Real) = (g * g) <+> [gchange (group (fun a b -> a * b + toReal (1 / k)) (fun a -> a) 0.0) 2.0].[0]\ndef main = (grad (f 1) 1.0, grad (f 0) 1.0)",
             "division by zero",
         ),
+        // `map`'s function and array inline in a definition's body (the array a definition).
+        (
+            "def xs0 = [1.0, 2.0]\ndef cs = map (fun x -> gchange realGroup x) xs0\ndef main = (grad (fun g -> (g * g) <+> cs.[1]) 1.0, grad (fun g -> (g * g * g) <+> cs.[2]) 1.0)",
+            "index 2 out of bounds for length 2",
+        ),
     ];
     frontend::with_big_stack(|| {
         for (src, msg) in cases {
@@ -487,6 +492,40 @@ fn unstar_of_dual_maps_on_array_spaces() {
         let b = runtime::engine::run(&mono).map(|r| r.value.to_string()).expect_err(src);
         assert!(a.message.starts_with("unstar: the dual"), "{}", a.message);
         assert_eq!((b.message, b.span), (a.message, a.span));
+    });
+}
+
+/// The coefficients of a dual map on an array space (the bindings of S that do not read its
+/// parameter, made where the dual is) are transformed like the rest of the program: a gradient
+/// inside a function among them compiles (nothing of reverse mode reaches lowering), with the
+/// reducer's value, applied at a point and differentiated itself; with a tuple pattern, the
+/// bindings that read either component stay in S.
+#[test]
+fn dual_map_coefficients_are_transformed() {
+    let cases = [
+        (
+            "def main = let xs = [1.0, 3.0] in let d = dual (fun (v : Array Real) -> v.[0] * sum (map (fun y -> grad (fun z -> z * z * z) y) xs)) (star 1.0) in d [2.0]",
+            "60.0",
+        ),
+        (
+            "def main = grad (fun p -> let xs = [p, 3.0] in let d = dual (fun (v : Array Real) -> v.[0] * sum (map (fun y -> grad (fun z -> z * z * p) y) xs) + v.[1]) (star p) in d [p, 2.0]) 1.5",
+            "69.5",
+        ),
+        // A tuple pattern: what reads either component is S's rest, applied at the tangent.
+        (
+            "def main = let xs = [1.0, 3.0] in let d = dual (fun ((v : Array Real), (w : Real)) -> v.[0] * xs.[1] + w * xs.[0] + v.[1] * (xs.[0] + xs.[1])) (star 2.0) in d ([2.0, 5.0], 3.0)",
+            "58.0",
+        ),
+        (
+            "def main = grad (fun p -> let d = dual (fun ((v : Array Real), (w : Real)) -> v.[0] * p * p + w * p + v.[1]) (star p) in d ([p, 1.0], 3.0)) 2.0",
+            "45.0",
+        ),
+    ];
+    frontend::with_big_stack(|| {
+        for (src, want) in cases {
+            let (v, note) = both(src);
+            assert_eq!((v.to_string().as_str(), note), (want, None), "{src}");
+        }
     });
 }
 
@@ -871,6 +910,10 @@ fn partials_read_the_forward_result() {
         // A power reads x ^ y for its partial in y; its partial in x is another power: the map's
         // power once, `x.[0] ^ x.[1]` and `x.[0] ^ (x.[1] - 1)`.
         ("sum (map (fun v -> 1.5 ^ v) x) + x.[0] ^ x.[1]", "$nabla_pow", 3),
+        // A map of powers used twice: its reverse loop reads the power from the map's result.
+        ("let h = map (fun v -> 1.5 ^ v) x in dot h h", "$nabla_pow", 1),
+        // Only the element itself is read: `tanh v` inside it is recomputed (its partial reads it).
+        ("let h = map (fun v -> exp (tanh v)) x in dot h h", "$nabla_exp", 1),
     ];
     frontend::with_big_stack(|| {
         for (body, callee, want) in cases {
