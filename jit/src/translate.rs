@@ -914,8 +914,16 @@ impl<'a, 'b> Translator<'a, 'b> {
         }
         let checks = self.b.create_block();
         let pair = self.b.create_block();
-        self.b.ins().jump(test, args);
-        // Two iterations left: `i + 1 < n`.
+        // Two iterations left: `i + 1 < n`. Tested on entry too, so that the loop itself is
+        // entered from here as well as after the pairs: the pair loop's header does not dominate
+        // it, and Cranelift computes what both loops use before them (not in the pair loop's
+        // header, once per pair, where it would otherwise put it).
+        let n = self.v(plan.bound)?;
+        let one = self.b.ins().iconst(types::I64, 1);
+        let BlockArg::Value(i0) = args[plan.counter] else { return Err("a counter that is not a value".into()) };
+        let next = self.b.ins().iadd(i0, one);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, n);
+        self.b.ins().brif(more, test, args, header, args);
         self.b.switch_to_block(test);
         let ps = self.b.block_params(test).to_vec();
         let back: Vec<BlockArg> = ps.iter().map(|x| BlockArg::Value(*x)).collect();
