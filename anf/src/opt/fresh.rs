@@ -174,10 +174,11 @@ fn find(func: &Function) -> Option<Plan> {
             if func.blocks[cur].insts.iter().any(|&i| touches(&func.insts[i].op, a)) {
                 break;
             }
+            let clean = |b: Block| !func.blocks[b].insts.iter().any(|&i| touches(&func.insts[i].op, a));
             let next = match func.terminator(cur) {
                 Some(Op::Jump(bc)) => bc.block,
-                Some(Op::Brif(_, t, e)) if traps(func, t.block) && !traps(func, e.block) => e.block,
-                Some(Op::Brif(_, t, e)) if traps(func, e.block) && !traps(func, t.block) => t.block,
+                Some(Op::Brif(_, t, e)) if traps(func, t.block) && clean(t.block) && !traps(func, e.block) => e.block,
+                Some(Op::Brif(_, t, e)) if traps(func, e.block) && clean(e.block) && !traps(func, t.block) => t.block,
                 _ => break,
             };
             if let Some(c) = counted(func, &doms, &preds, next).filter(|c| c.pre == cur) {
@@ -229,10 +230,11 @@ fn find(func: &Function) -> Option<Plan> {
         // No inner loop, and no way out but the header's test and traps.
         let inner =
             c.body.iter().any(|&b| b != hc && preds[&b].iter().any(|&p| c.body.contains(&p) && doms.dominates(b, p)));
-        let leaves = c
-            .body
-            .iter()
-            .any(|&b| b != hc && successors(func, b).iter().any(|x| !c.body.contains(x) && !traps(func, *x)));
+        // (The traps it may leave to do not read the array either.)
+        let clean = |b: Block| !func.blocks[b].insts.iter().any(|&i| touches(&func.insts[i].op, a));
+        let leaves = c.body.iter().any(|&b| {
+            b != hc && successors(func, b).iter().any(|x| !c.body.contains(x) && !(traps(func, *x) && clean(*x)))
+        });
         if inner || leaves || successors(func, hc).iter().filter(|x| !c.body.contains(x)).count() != 1 {
             continue;
         }
