@@ -32,6 +32,7 @@
 
 pub mod abi;
 mod translate;
+mod vector;
 
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -152,6 +152,8 @@ struct Translator<'a, 'b> {
     split: FxHashMap<ir::Value, (Variable, cl::StackSlot)>,
     /// The split values to reload after each call.
     reloads: FxHashMap<ir::Inst, Vec<ir::Value>>,
+    /// Loops run two elements at a time first ([`crate::vector`]), by their entry jump.
+    pairs: FxHashMap<ir::Inst, crate::vector::Plan>,
 }
 
 /// Does `op` make a real call (one that clobbers every XMM register)? The cold support functions
@@ -345,6 +347,7 @@ pub(crate) fn translate_function(
         swapped: loop_exits(irf),
         split: FxHashMap::default(),
         reloads: FxHashMap::default(),
+        pairs: crate::vector::plans(irf),
     };
     let ir_entry = irf.entry().ok_or("function has no entry block")?;
     let first_param = if out.is_some() { 2 } else { 1 };
@@ -856,7 +859,12 @@ impl<'a, 'b> Translator<'a, 'b> {
             }
             ir::Op::Jump(bc) => {
                 let (blk, args) = self.block_call(bc)?;
-                self.b.ins().jump(blk, &args);
+                match self.pairs.get(&inst).cloned() {
+                    Some(plan) => self.pair_loop(&plan, blk, &args)?,
+                    None => {
+                        self.b.ins().jump(blk, &args);
+                    }
+                }
             }
             ir::Op::Brif(c, t, e) => {
                 let c = self.v(*c)?;
@@ -892,6 +900,189 @@ impl<'a, 'b> Translator<'a, 'b> {
             }
         }
         Ok(())
+    }
+
+    /// The entry into a loop of `plan` (header `header`, entered with `args`): a loop doing two
+    /// iterations at a time with `f64x2` while two remain and their bounds checks pass, then the
+    /// loop itself for the rest ([`crate::vector`]).
+    fn pair_loop(&mut self, plan: &crate::vector::Plan, header: cl::Block, args: &[BlockArg]) -> Result<(), String> {
+        let irf = self.irf;
+        let params = &irf.blocks[plan.header].params;
+        let test = self.b.create_block();
+        for &p in params {
+            self.b.append_block_param(test, cl_type(irf.values[p].ty));
+        }
+        let checks = self.b.create_block();
+        let pair = self.b.create_block();
+        // Two iterations left: `i + 1 < n`. Tested on entry too, so that the loop itself is
+        // entered from here as well as after the pairs: the pair loop's header does not dominate
+        // it, and Cranelift computes what both loops use before them (not in the pair loop's
+        // header, once per pair, where it would otherwise put it).
+        let n = self.v(plan.bound)?;
+        let one = self.b.ins().iconst(types::I64, 1);
+        let BlockArg::Value(i0) = args[plan.counter] else { return Err("a counter that is not a value".into()) };
+        let next = self.b.ins().iadd(i0, one);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, n);
+        self.b.ins().brif(more, test, args, header, args);
+        self.b.switch_to_block(test);
+        let ps = self.b.block_params(test).to_vec();
+        let back: Vec<BlockArg> = ps.iter().map(|x| BlockArg::Value(*x)).collect();
+        let n = self.v(plan.bound)?;
+        let one = self.b.ins().iconst(types::I64, 1);
+        let next = self.b.ins().iadd(ps[plan.counter], one);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, n);
+        self.b.ins().brif(more, checks, &[], header, &back);
+        // Integers, and the bounds checks of both iterations: any failing leaves for the loop
+        // itself, which runs the first and fails where it did.
+        self.b.switch_to_block(checks);
+        let mut local: FxHashMap<ir::Value, cl::Value> = FxHashMap::default();
+        for (&p, &x) in params.iter().zip(&ps) {
+            local.insert(p, x);
+        }
+        let (&latch, body) = irf.blocks[plan.body].insts.split_last().ok_or("empty loop body")?;
+        let mut fail: Option<cl::Value> = None;
+        for &inst in body {
+            let op = &irf.insts[inst].op;
+            let r = irf.insts[inst].results.first().copied();
+            match op {
+                ir::Op::Iconst(c) => {
+                    let x = self.b.ins().iconst(types::I64, *c);
+                    local.insert(r.ok_or("iconst without result")?, x);
+                }
+                ir::Op::Binary(op @ (ir::BinaryOp::Iadd | ir::BinaryOp::Isub | ir::BinaryOp::Imul), x, y) => {
+                    let (x, y) = (self.pair_operand(&local, *x)?, self.pair_operand(&local, *y)?);
+                    let ins = self.b.ins();
+                    let z = match op {
+                        ir::BinaryOp::Iadd => ins.iadd(x, y),
+                        ir::BinaryOp::Isub => ins.isub(x, y),
+                        _ => ins.imul(x, y),
+                    };
+                    local.insert(r.ok_or("arithmetic without result")?, z);
+                }
+                ir::Op::BoundsCheck(i, len, _) => {
+                    let slope = self.pair_slope(plan, *i);
+                    let (i, len) = (self.pair_operand(&local, *i)?, self.pair_operand(&local, *len)?);
+                    let last = if slope { self.b.ins().iadd(i, one) } else { i };
+                    let out0 = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, len);
+                    let out1 = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, last, len);
+                    let out = self.b.ins().bor(out0, out1);
+                    fail = Some(match fail {
+                        Some(f) => self.b.ins().bor(f, out),
+                        None => out,
+                    });
+                }
+                _ => {}
+            }
+        }
+        match fail {
+            Some(f) => {
+                self.b.ins().brif(f, header, &back, pair, &[]);
+            }
+            None => {
+                self.b.ins().jump(pair, &[]);
+            }
+        }
+        // The pair's elements, in the body's order.
+        self.b.switch_to_block(pair);
+        let lanes = types::F64X2;
+        let mut vector: FxHashMap<ir::Value, cl::Value> = FxHashMap::default();
+        let mem = MemFlagsData::new().with_notrap();
+        for &inst in body {
+            let op = &irf.insts[inst].op;
+            let r = irf.insts[inst].results.first().copied();
+            match op {
+                ir::Op::Fconst(bits) => {
+                    let x = self.b.ins().f64const(Ieee64::with_bits(*bits));
+                    local.insert(r.ok_or("fconst without result")?, x);
+                }
+                ir::Op::Binary(
+                    op @ (ir::BinaryOp::Fadd | ir::BinaryOp::Fsub | ir::BinaryOp::Fmul | ir::BinaryOp::Fdiv),
+                    x,
+                    y,
+                ) => {
+                    let both = !vector.contains_key(x) && !vector.contains_key(y);
+                    let (x, y) = if both {
+                        (self.pair_operand(&local, *x)?, self.pair_operand(&local, *y)?)
+                    } else {
+                        (self.pair_lanes(&local, &vector, *x)?, self.pair_lanes(&local, &vector, *y)?)
+                    };
+                    let ins = self.b.ins();
+                    let z = match op {
+                        ir::BinaryOp::Fadd => ins.fadd(x, y),
+                        ir::BinaryOp::Fsub => ins.fsub(x, y),
+                        ir::BinaryOp::Fmul => ins.fmul(x, y),
+                        _ => ins.fdiv(x, y),
+                    };
+                    let r = r.ok_or("arithmetic without result")?;
+                    if both {
+                        local.insert(r, z);
+                    } else {
+                        vector.insert(r, z);
+                    }
+                }
+                ir::Op::Unary(ir::UnaryOp::Fneg, x) => {
+                    let r = r.ok_or("fneg without result")?;
+                    if vector.contains_key(x) {
+                        let x = self.pair_lanes(&local, &vector, *x)?;
+                        let z = self.b.ins().fneg(x);
+                        vector.insert(r, z);
+                    } else {
+                        let x = self.pair_operand(&local, *x)?;
+                        let z = self.b.ins().fneg(x);
+                        local.insert(r, z);
+                    }
+                }
+                ir::Op::Load(_, p, _) => {
+                    let p = self.pair_operand(&local, *p)?;
+                    let x = self.b.ins().load(lanes, mem, p, 0);
+                    vector.insert(r.ok_or("load without result")?, x);
+                }
+                ir::Op::Store(x, p, _) => {
+                    let x = self.pair_lanes(&local, &vector, *x)?;
+                    let p = self.pair_operand(&local, *p)?;
+                    self.b.ins().store(mem, x, p, 0);
+                }
+                _ => {}
+            }
+        }
+        // Two elements on: the counter by 2, each pointer by 16 bytes.
+        let ir::Op::Jump(bc) = &irf.insts[latch].op else { return Err("loop body without its back edge".into()) };
+        let mut next = Vec::with_capacity(bc.args.len());
+        for (m, _) in bc.args.iter().enumerate() {
+            let step = if m == plan.counter { 2 } else { 16 };
+            let d = self.b.ins().iconst(types::I64, step);
+            next.push(BlockArg::Value(self.b.ins().iadd(ps[m], d)));
+        }
+        self.b.ins().jump(test, &next);
+        Ok(())
+    }
+
+    /// A value of the pair loop the same in both lanes: computed in it, or from before the loop.
+    fn pair_operand(&mut self, local: &FxHashMap<ir::Value, cl::Value>, v: ir::Value) -> Result<cl::Value, String> {
+        match local.get(&v) {
+            Some(x) => Ok(*x),
+            None => self.v(v),
+        }
+    }
+
+    /// An `f64` of the pair loop as its two lanes (a value the same in both, splatted).
+    fn pair_lanes(
+        &mut self,
+        local: &FxHashMap<ir::Value, cl::Value>,
+        vector: &FxHashMap<ir::Value, cl::Value>,
+        v: ir::Value,
+    ) -> Result<cl::Value, String> {
+        if let Some(x) = vector.get(&v) {
+            return Ok(*x);
+        }
+        let x = self.pair_operand(local, v)?;
+        Ok(self.b.ins().splat(types::F64X2, x))
+    }
+
+    /// Does index `i` of a bounds check in the pair loop's body differ between the two lanes
+    /// (`c + i` rather than `c`)? Follows the integer arithmetic back to the counter.
+    fn pair_slope(&self, plan: &crate::vector::Plan, i: ir::Value) -> bool {
+        crate::vector::slope(self.irf, plan, i) == 1
     }
 
     /// The constant an IR value is defined as, when it is an `iconst`.

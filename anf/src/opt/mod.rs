@@ -7,7 +7,8 @@
 //! bounds checks that loop guards prove cannot fail (`bounds`), bag fusion (a fresh bag added once into
 //! another is never built: `bags`), singleton-map fusion (a one-key map made only to be added
 //! into another is never built: `maps`), unsorted iteration of bags in folds that cannot observe the
-//! order (`order`), bounds checks of a loop's counter against another array's length made one
+//! order (`order`), zero fills of fresh accumulators whose first loop adds to each element once
+//! (`fresh`), bounds checks of a loop's counter against another array's length made one
 //! comparison before the loop (`hoist`), element addresses carried by the loops that step through them (`strength`),
 //! then removal of functions nothing calls.
 //!
@@ -26,6 +27,7 @@
 mod bags;
 mod bounds;
 mod cse;
+mod fresh;
 mod guards;
 mod hoist;
 mod inline;
@@ -195,6 +197,12 @@ fn run<E>(
             if bounds::eliminate(&mut module.funcs[f]) {
                 checked_then_simplified(module, f, &facts, check, "bounds-check elimination")?;
             }
+        }
+        // Fresh accumulators written in place: a zero fill whose first reader adds to each
+        // element once, at its own loop's index, is not run (before strength reduction, which
+        // turns the element addresses it reads into carried pointers).
+        if fresh::first_writes(&mut module.funcs[f]) {
+            checked_then_simplified(module, f, &facts, check, "fresh accumulators")?;
         }
         // Once no other check will be eliminated: checks of a loop's counter against another
         // length become one comparison before the loop (the loop's test runs to the smaller).

@@ -2071,3 +2071,91 @@ $ALIAS    v10 = call $nabla_map_new(v1, v1)
     assert_eq!(count(&opt(&straight.replace("$ALIAS", "")), "main", "map_new"), 1);
     assert_eq!(count(&opt(&straight.replace("$ALIAS", "    store v2, v0+0\n")), "main", "map_new"), 2);
 }
+
+/// Reverse mode's fresh accumulator: `a = newarray n` filled with `+0.0`, then a loop over
+/// `0 ≤ i < n` doing `a.[i] <- a.[i] + 2·x.[i]` (`zeros'` then `accAxpy'`), then `a` returned.
+const FRESH_ACCUMULATOR: &str = "\
+fn @main(ptr) -> ptr {
+b0(v0: ptr):
+    v1 = arraylen v0
+    v2 = newarray v1, 8
+    v3 = fconst 0.0
+    v4 = iconst 0
+    jump b1(v4)
+b1(v5: i64):
+    v6 = icmp lt v5, v1
+    brif v6, b2, b3
+b2:
+    v7 = elemaddr v2, v5, 8
+    store v3, v7+0
+    v8 = iconst 1
+    v9 = iadd v5, v8
+    jump b1(v9)
+b3:
+    v10 = fconst 2.0
+    v11 = iconst 0
+    jump b4(v11)
+b4(v12: i64):
+    v13 = icmp lt v12, v1
+    brif v13, b5, b6
+b5:
+    v14 = elemaddr v2, v12, 8
+    v15 = load.f64 v14+0
+    v16 = elemaddr v0, v12, 8
+    v17 = load.f64 v16+0
+    v18 = fmul v10, v17
+    v19 = fadd v15, v18
+    store v19, v14+0
+    v20 = iconst 1
+    v21 = iadd v12, v20
+    jump b4(v21)
+b6:
+    return v2
+}
+";
+
+/// The fill is not run and the loop adds to `+0.0` instead of the element it would have read
+/// (the addition stays: `+0.0 + -0.0` is `+0.0`).
+#[test]
+fn fresh_accumulators_are_written_not_filled_and_added_to() {
+    let out = opt(FRESH_ACCUMULATOR);
+    assert_eq!(count(&out, "main", "store"), 1, "one store, the loop's:\n{out}");
+    assert_eq!(count(&out, "main", "load.f64"), 1, "x's element only:\n{out}");
+    assert_eq!(count(&out, "main", "fadd"), 1, "{out}");
+    assert_eq!(count(&out, "main", "fconst 0.0"), 1, "{out}");
+}
+
+/// Where the first loop could read an element it wrote, or an element the fill wrote that no
+/// one writes again, or anything reads the array between fill and loop, the fill stays.
+#[test]
+fn fills_that_are_read_stay() {
+    let keeps = |from: &str, to: &str| {
+        let src = FRESH_ACCUMULATOR.replace(from, to);
+        assert_ne!(src, FRESH_ACCUMULATOR, "{from}");
+        let src = if src.contains("$peek") { format!("extern $peek(ptr) -> f64\n\n{src}") } else { src };
+        let out = opt(&src);
+        assert!(count(&out, "main", "store") >= 2, "{from} -> {to}:\n{out}");
+        assert!(count(&out, "main", "load.f64") >= 2, "{from} -> {to}:\n{out}");
+    };
+    // Another index than the loop's own (the last element first).
+    keeps(
+        "    v14 = elemaddr v2, v12, 8\n",
+        "    v30 = isub v1, v12\n    v32 = iconst 1\n    v31 = isub v30, v32\n    v14 = elemaddr v2, v31, 8\n",
+    );
+    // A loop from 1: element 0 keeps the fill's zero.
+    keeps("    v11 = iconst 0\n", "    v11 = iconst 1\n");
+    // A loop to a different bound.
+    keeps("    v13 = icmp lt v12, v1\n", "    v30 = iconst 3\n    v13 = icmp lt v12, v30\n");
+    // Element 0 read at every iteration too.
+    keeps(
+        "    v20 = iconst 1\n",
+        "    v30 = elemaddr v2, v11, 8\n    v33 = load.f64 v30+0\n    store v33, v16+0\n    v20 = iconst 1\n",
+    );
+    // The array passed to a function between the fill and the loop.
+    keeps("    v10 = fconst 2.0\n", "    v30 = call $peek(v2)\n    v10 = fconst 2.0\n");
+    // A loop that can leave early: later elements keep the fill's zero.
+    keeps(
+        "    v20 = iconst 1\n    v21 = iadd v12, v20\n    jump b4(v21)\n",
+        "    v20 = iconst 1\n    v21 = iadd v12, v20\n    v30 = fcmp gt v17, v10\n    brif v30, b6, b7\nb7:\n    jump b4(v21)\n",
+    );
+}
