@@ -2159,3 +2159,63 @@ fn fills_that_are_read_stay() {
         "    v20 = iconst 1\n    v21 = iadd v12, v20\n    v30 = fcmp gt v17, v10\n    brif v30, b6, b7\nb7:\n    jump b4(v21)\n",
     );
 }
+
+/// `fresh` across checks: between the fill and the loop a branch to a block that only traps (a
+/// bounds or length check, the trap on either side) is passed, and so is a trap the loop may leave
+/// to; a trap block that reads the array, a side that returns the array, a fill that stores
+/// anything but `+0.0` or also stores elsewhere, an array of another length, or an array the block
+/// that made it passes to a call keep the fill.
+#[test]
+fn fresh_accumulators_pass_checks_but_nothing_else() {
+    let fires = |src: &str| {
+        let src = if src.contains("$peek") { format!("extern $peek(ptr) -> f64\n\n{src}") } else { src.to_string() };
+        let out = opt(&src);
+        count(&out, "main", "store") == 1
+    };
+    let checked = |cond: &str, trap_side_first: bool, trap_body: &str| {
+        let (t, e) = if trap_side_first { ("b7", "b8") } else { ("b8", "b7") };
+        let c = if trap_side_first { format!("icmp lt {cond}") } else { format!("icmp ge {cond}") };
+        FRESH_ACCUMULATOR.replace(
+            "    v11 = iconst 0\n    jump b4(v11)\n",
+            &format!(
+                "    v11 = iconst 0\n    v40 = iconst 3\n    v41 = {c}\n    brif v41, {t}, {e}\nb7:\n{trap_body}    v42 = iconst 9\n    trap unreachable(v42, v40, v40)\nb8:\n    jump b4(v11)\n"
+            ),
+        )
+    };
+    assert!(fires(FRESH_ACCUMULATOR));
+    // A check whose trap is on either side is passed.
+    assert!(fires(&checked("v1, v40", true, "")));
+    assert!(fires(&checked("v1, v40", false, "")));
+    // A trap block that reads the array first: the fill stays.
+    let reads = |first: bool| {
+        checked("v1, v40", first, "    v43 = iconst 0\n    v44 = elemaddr v2, v43, 8\n    v46 = load.i64 v44+0\n")
+            .replace("trap unreachable(v42, v40, v40)", "trap unreachable(v42, v46, v40)")
+    };
+    assert!(!fires(&reads(true)));
+    assert!(!fires(&reads(false)));
+    // A side that returns the array instead of trapping: not passed.
+    let two_ways = checked("v1, v40", true, "")
+        .replace("    v42 = iconst 9\n    trap unreachable(v42, v40, v40)\n", "    return v2\n");
+    assert!(!fires(&two_ways));
+    // The loop may leave to a trap (a check in its body): still written once per element.
+    let body_check = FRESH_ACCUMULATOR.replace(
+        "    v20 = iconst 1\n    v21 = iadd v12, v20\n    jump b4(v21)\n",
+        "    v20 = iconst 1\n    v21 = iadd v12, v20\n    v30 = fcmp gt v17, v10\n    brif v30, b7, b8\nb7:\n    v31 = iconst 9\n    trap unreachable(v31, v20, v20)\nb8:\n    jump b4(v21)\n",
+    );
+    assert!(fires(&body_check));
+    // The fill stores something else, or stores twice.
+    assert!(!fires(&FRESH_ACCUMULATOR.replace("    v3 = fconst 0.0\n", "    v3 = fconst 1.0\n")));
+    assert!(!fires(
+        &FRESH_ACCUMULATOR
+            .replace("    store v3, v7+0\n", "    store v3, v7+0\n    v50 = elemaddr v0, v5, 8\n    store v3, v50+0\n")
+    ));
+    // An array made of another width, or touched again after it is made.
+    assert!(!fires(&FRESH_ACCUMULATOR.replace(
+        "    v2 = newarray v1, 8\n",
+        "    v51 = iconst 2\n    v52 = iadd v1, v51\n    v2 = newarray v52, 8\n"
+    )));
+    assert!(!fires(&FRESH_ACCUMULATOR.replace(
+        "    v4 = iconst 0\n    jump b1(v4)\n",
+        "    v4 = iconst 0\n    v53 = call $peek(v2)\n    jump b1(v4)\n"
+    )));
+}
