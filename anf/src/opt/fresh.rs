@@ -19,7 +19,7 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::simplify::quiet;
-use super::strength::{arg_to, def_op, edges_to, is_increment_of, natural_loop};
+use super::strength::{arg_to, def_op, is_increment_of, loop_edges, natural_loop};
 use crate::ir::cfg::{successors, Dominators};
 use crate::ir::{Block, BlockCall, Cmp, Function, Inst, Op, Type, Value, ValueDef};
 
@@ -56,13 +56,7 @@ struct Counted {
 }
 
 fn counted(func: &Function, doms: &Dominators, preds: &FxHashMap<Block, Vec<Block>>, h: Block) -> Option<Counted> {
-    let ps = preds.get(&h)?;
-    let (back, entry): (Vec<Block>, Vec<Block>) = ps.iter().partition(|&&p| doms.dominates(h, p));
-    let ([latch], [pre]) = (back.as_slice(), entry.as_slice()) else { return None };
-    let (latch, pre) = (*latch, *pre);
-    if latch == pre || edges_to(func, pre, h) != 1 || edges_to(func, latch, h) != 1 {
-        return None;
-    }
+    let (latch, pre) = loop_edges(func, doms, preds, h)?;
     let (&last, rest) = func.blocks[h].insts.split_last()?;
     let Op::Brif(c, t, e) = &func.insts[last].op else { return None };
     if t.block == e.block || t.block == h || !rest.iter().all(|&i| quiet(&func.insts[i].op)) {

@@ -23,7 +23,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::simplify::quiet;
 use super::strength::{
-    arg_to, def_op, dominating_length, edges_to, insert_before_end, is_increment_of, made_array, natural_loop,
+    arg_to, def_op, dominating_length, insert_before_end, is_increment_of, loop_edges, made_array, natural_loop,
 };
 use crate::ir::cfg::{successors, Dominators};
 use crate::ir::{Block, BlockCall, Cmp, Function, InstData, Op, TrapCode, Type, Value, ValueData, ValueDef};
@@ -63,13 +63,7 @@ struct Plan {
 
 /// The checks of the loop headed by `h` that can be hoisted, if any.
 fn plan(func: &Function, doms: &Dominators, preds: &FxHashMap<Block, Vec<Block>>, h: Block) -> Option<Plan> {
-    let ps = preds.get(&h)?;
-    let (back, entry): (Vec<Block>, Vec<Block>) = ps.iter().partition(|&&p| doms.dominates(h, p));
-    let ([latch], [pre]) = (back.as_slice(), entry.as_slice()) else { return None };
-    let (latch, pre) = (*latch, *pre);
-    if latch == pre || edges_to(func, pre, h) != 1 || edges_to(func, latch, h) != 1 {
-        return None;
-    }
+    let (latch, pre) = loop_edges(func, doms, preds, h)?;
     // The header: pure instructions, then `brif (icmp lt i, n), body, exit`.
     let insts = &func.blocks[h].insts;
     let (&last, rest) = insts.split_last()?;

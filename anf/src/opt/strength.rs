@@ -49,13 +49,7 @@ pub(super) fn reduce(module: &mut Module, func: &mut Function) -> bool {
         if !doms.is_reachable(h) {
             continue;
         }
-        let Some(ps) = preds.get(&h) else { continue };
-        let (back, entry): (Vec<Block>, Vec<Block>) = ps.iter().partition(|&&p| doms.dominates(h, p));
-        let ([latch], [pre]) = (back.as_slice(), entry.as_slice()) else { continue };
-        let (latch, pre) = (*latch, *pre);
-        if latch == pre || edges_to(func, pre, h) != 1 || edges_to(func, latch, h) != 1 {
-            continue;
-        }
+        let Some((latch, pre)) = loop_edges(func, &doms, &preds, h) else { continue };
         let body = natural_loop(&preds, h, latch);
         if !body.iter().all(|&b| calls_nothing_but_pure(module, func, b)) {
             continue;
@@ -210,6 +204,24 @@ fn materialise(func: &mut Function, body: &FxHashSet<Block>, pre: Block, v: Valu
         Some(op) => insert_before_end(func, pre, op, Type::I64),
         None => v,
     }
+}
+
+/// The loop headed by `h`'s one back edge and one entry edge, `(latch, pre)`: a single block
+/// with a single edge each (two edges of one `brif` to the header are not a counted loop's).
+pub(super) fn loop_edges(
+    func: &Function,
+    doms: &Dominators,
+    preds: &FxHashMap<Block, Vec<Block>>,
+    h: Block,
+) -> Option<(Block, Block)> {
+    let ps = preds.get(&h)?;
+    let (back, entry): (Vec<Block>, Vec<Block>) = ps.iter().partition(|&&p| doms.dominates(h, p));
+    let ([latch], [pre]) = (back.as_slice(), entry.as_slice()) else { return None };
+    let (latch, pre) = (*latch, *pre);
+    if latch == pre || edges_to(func, pre, h) != 1 || edges_to(func, latch, h) != 1 {
+        return None;
+    }
+    Some((latch, pre))
 }
 
 /// An `arraylen a` in a block strictly dominating the loop header `h` (its value is the length
