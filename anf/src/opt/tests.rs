@@ -2218,4 +2218,8 @@ fn fresh_accumulators_pass_checks_but_nothing_else() {
         "    v4 = iconst 0\n    jump b1(v4)\n",
         "    v4 = iconst 0\n    v53 = call $peek(v2)\n    jump b1(v4)\n"
     )));
+    // A fill whose header has an effect (a call that reads the array at each test): not a fill.
+    assert!(!fires(
+        &FRESH_ACCUMULATOR.replace("    v6 = icmp lt v5, v1\n", "    v54 = call $peek(v2)\n    v6 = icmp lt v5, v1\n")
+    ));
 }
