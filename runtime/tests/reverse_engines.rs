@@ -219,16 +219,7 @@ fn cotangents_are_checked_at_any_depth() {
     ];
     frontend::with_big_stack(|| {
         for (src, msg) in &cases {
-            let (_, mono) = runtime::prepare(src, "main").unwrap();
-            assert!(
-                matches!(adjoint::reverse::transform(&mono), Ok(Some(t)) if t.interpreted.is_none()),
-                "{src} falls back"
-            );
-            let a = runtime::interp::run(&mono).expect_err(src);
-            let b = match runtime::engine::run(&mono) {
-                Ok(r) => panic!("{src}: compiled gave {} ({:?})", r.value, r.note),
-                Err(d) => d,
-            };
+            let (a, b) = both_errors(src);
             assert_eq!(&a.message, msg, "{src}");
             assert_eq!((&b.message, b.span), (&a.message, a.span), "{src}");
         }
@@ -284,16 +275,7 @@ fn changes_read_from_arrays_keep_their_errors() {
     ];
     frontend::with_big_stack(|| {
         for (src, msg) in cases {
-            let (_, mono) = runtime::prepare(src, "main").unwrap();
-            assert!(
-                matches!(adjoint::reverse::transform(&mono), Ok(Some(t)) if t.interpreted.is_none()),
-                "{src} falls back"
-            );
-            let a = runtime::interp::run(&mono).expect_err(src);
-            let b = match runtime::engine::run(&mono) {
-                Ok(r) => panic!("{src}: compiled gave {} ({:?})", r.value, r.note),
-                Err(d) => d,
-            };
+            let (a, b) = both_errors(src);
             assert_eq!(a.message, msg, "{src}");
             assert_eq!((&b.message, b.span), (&a.message, a.span), "{src}");
         }
@@ -329,16 +311,7 @@ fn dual_maps_on_array_spaces_keep_their_errors() {
     ];
     frontend::with_big_stack(|| {
         for (src, msg) in cases {
-            let (_, mono) = runtime::prepare(src, "main").unwrap();
-            assert!(
-                matches!(adjoint::reverse::transform(&mono), Ok(Some(t)) if t.interpreted.is_none()),
-                "{src} falls back"
-            );
-            let a = runtime::interp::run(&mono).expect_err(src);
-            let b = match runtime::engine::run(&mono) {
-                Ok(r) => panic!("{src}: compiled gave {} ({:?})", r.value, r.note),
-                Err(d) => d,
-            };
+            let (a, b) = both_errors(src);
             assert_eq!(a.message, msg, "{src}");
             assert_eq!((&b.message, b.span), (&a.message, a.span), "{src}");
         }
@@ -382,16 +355,7 @@ fn pairings_check_the_tangents_shape() {
     ];
     frontend::with_big_stack(|| {
         for (src, msg, same_span) in &cases {
-            let (_, mono) = runtime::prepare(src, "main").unwrap();
-            assert!(
-                matches!(adjoint::reverse::transform(&mono), Ok(Some(t)) if t.interpreted.is_none()),
-                "{src} falls back"
-            );
-            let a = runtime::interp::run(&mono).expect_err(src);
-            let b = match runtime::engine::run(&mono) {
-                Ok(r) => panic!("{src}: compiled gave {} ({:?})", r.value, r.note),
-                Err(d) => d,
-            };
+            let (a, b) = both_errors(src);
             assert_eq!(&a.message, msg, "{src}");
             assert_eq!(&b.message, msg, "{src}");
             if *same_span {
@@ -584,17 +548,7 @@ fn producer_errors_come_first_in_both_engines() {
     ];
     frontend::with_big_stack(|| {
         for (src, msg) in cases {
-            let (_, mono) = runtime::prepare(src, "main").unwrap();
-            // Compiled, not the interpreter's error again through a fallback.
-            assert!(
-                matches!(adjoint::reverse::transform(&mono), Ok(Some(t)) if t.interpreted.is_none()),
-                "{src} falls back"
-            );
-            let a = runtime::interp::run(&mono).expect_err(src);
-            let b = match runtime::engine::run(&mono) {
-                Ok(r) => panic!("{src}: compiled gave {} ({:?})", r.value, r.note),
-                Err(d) => d,
-            };
+            let (a, b) = both_errors(src);
             assert_eq!(a.message, msg, "{src}");
             assert_eq!((&b.message, b.span), (&a.message, a.span), "{src}");
         }
@@ -754,6 +708,20 @@ def main = (grad (f true) 2.0, grad (f false) 2.0)";
         );
         assert_eq!(r.value.to_string(), "(0.0, 4.0)");
     });
+}
+
+/// Runs `src`'s `main` under both engines, each of which must fail: the interpreter's error and
+/// the compiled run's, whose program must compile with no site left to the interpreter (so its
+/// error is not the interpreter's again through a fallback).
+fn both_errors(src: &str) -> (frontend::Diagnostic, frontend::Diagnostic) {
+    let (_, mono) = runtime::prepare(src, "main").unwrap();
+    assert!(matches!(adjoint::reverse::transform(&mono), Ok(Some(t)) if t.interpreted.is_none()), "{src} falls back");
+    let a = runtime::interp::run(&mono).expect_err(src);
+    let b = match runtime::engine::run(&mono) {
+        Ok(r) => panic!("{src}: compiled gave {} ({:?})", r.value, r.note),
+        Err(d) => d,
+    };
+    (a, b)
 }
 
 /// Runs `src`'s `main` under both engines: the compiled run's value (it must equal the
