@@ -2223,3 +2223,107 @@ fn fresh_accumulators_pass_checks_but_nothing_else() {
         &FRESH_ACCUMULATOR.replace("    v6 = icmp lt v5, v1\n", "    v54 = call $peek(v2)\n    v6 = icmp lt v5, v1\n")
     ));
 }
+
+/// `fresh` refuses every shape its argument does not cover (each found by mutating `find`):
+/// a fill that can trap or stores elsewhere too; an array made in another block (it may have
+/// escaped there) or touched right after it is made; a loop that writes its element only on
+/// some iterations, reads it twice, reads it after writing it, writes it twice around the read,
+/// lets its address escape, or leaves early through a block that does not trap. Two checks in a
+/// row between the fill and the loop are passed.
+#[test]
+fn fresh_accumulators_refuse_what_the_argument_does_not_cover() {
+    let fires = |src: &str| {
+        let mut ext = String::new();
+        for (name, sig) in [("$peek", "(ptr) -> f64"), ("$tick", "() -> i64")] {
+            if src.contains(name) {
+                ext.push_str(&format!("extern {name}{sig}\n"));
+            }
+        }
+        // The fill's loop goes with its stores (no other pass removes a store here).
+        let out = opt(&format!("{ext}\n{src}"));
+        count(&out, "main", "store") < count(src, "main", "store")
+    };
+    let edit = |pairs: &[(&str, &str)]| {
+        let mut s = FRESH_ACCUMULATOR.to_string();
+        for (from, to) in pairs {
+            assert!(s.contains(from), "{from}");
+            s = s.replacen(from, to, 1);
+        }
+        s
+    };
+    let trap =
+        |b: &str, code: i64| format!("{b}:\n    v9{code} = iconst {code}\n    trap unreachable(v9{code}, v1, v1)\n");
+    // A fill with a check in its body: the fill can trap, so it is not a fill.
+    let fill_check = edit(&[(
+        "b2:\n    v7 = elemaddr v2, v5, 8\n",
+        &format!(
+            "b2:\n    v60 = iconst 7\n    v61 = icmp lt v5, v60\n    brif v61, b9, b10\n{}b9:\n    v7 = elemaddr v2, v5, 8\n",
+            trap("b10", 1)
+        ),
+    )]);
+    assert!(!fires(&fill_check));
+    // A fill that stores into another array before its zero.
+    assert!(!fires(&edit(&[(
+        "    store v3, v7+0\n",
+        "    v50 = elemaddr v0, v5, 8\n    store v3, v50+0\n    store v3, v7+0\n"
+    )])));
+    // An array made in an earlier block, whose address is stored there (it escapes), and a call
+    // between the fill and the loop that could read it through that copy.
+    let made_earlier = edit(&[
+        (
+            "    v2 = newarray v1, 8\n",
+            "    v2 = newarray v1, 8\n    v62 = alloc 8\n    store v2, v62+0\n    v63 = iconst 5\n    v64 = icmp lt v1, v63\n    brif v64, b9, b10\nb10:\n    v65 = call $tick()\n",
+        ),
+        ("b3:\n", &format!("{}b3:\n    v66 = call $peek(v62)\n", trap("b9", 2))),
+    ]);
+    assert!(!fires(&made_earlier));
+    // An array made by the first instruction of its block and passed to a call right after.
+    let first = FRESH_ACCUMULATOR
+        .replace(
+            "fn @main(ptr) -> ptr {\nb0(v0: ptr):\n    v1 = arraylen v0\n",
+            "fn @main(ptr, i64) -> ptr {\nb0(v0: ptr, v1: i64):\n",
+        )
+        .replace("    v2 = newarray v1, 8\n", "    v2 = newarray v1, 8\n    v53 = call $peek(v2)\n");
+    assert!(first.starts_with("fn @main(ptr, i64)") && first.contains("$peek"));
+    assert!(!fires(&first));
+    assert!(fires(&first.replace("    v53 = call $peek(v2)\n", "")));
+    // Two checks in a row between the fill and the loop.
+    assert!(fires(&edit(&[(
+        "    v11 = iconst 0\n    jump b4(v11)\n",
+        &format!(
+            "    v11 = iconst 0\n    v40 = iconst 3\n    v41 = icmp ge v1, v40\n    brif v41, b7, b8\n{}b8:\n    v43 = iconst 4\n    v44 = icmp ge v1, v43\n    brif v44, b9, b10\n{}b10:\n    jump b4(v11)\n",
+            trap("b7", 3),
+            trap("b9", 4)
+        ),
+    )])));
+    // The loop writes its element only when a condition holds.
+    assert!(!fires(&edit(&[
+        ("    v14 = elemaddr v2, v12, 8\n", "    v16 = elemaddr v0, v12, 8\n    v17 = load.f64 v16+0\n    v70 = fcmp gt v17, v10\n    brif v70, b7, b8\nb7:\n    v14 = elemaddr v2, v12, 8\n"),
+        ("    v16 = elemaddr v0, v12, 8\n    v17 = load.f64 v16+0\n    v18", "    v18"),
+        ("    store v19, v14+0\n", "    store v19, v14+0\n    jump b8\nb8:\n"),
+    ])));
+    // The element read twice before it is written (a call between the reads, so they stay two).
+    assert!(!fires(&edit(&[
+        ("    v15 = load.f64 v14+0\n", "    v15 = load.f64 v14+0\n    v78 = call $tick()\n    v71 = load.f64 v14+0\n"),
+        ("    v19 = fadd v15, v18\n", "    v72 = fadd v15, v71\n    v19 = fadd v72, v18\n"),
+    ])));
+    // The element read after it is written (then written again, or not; a call between the
+    // write and the read, so the read stays).
+    let write_first = edit(&[(
+        "    v15 = load.f64 v14+0\n",
+        "    store v10, v14+0\n    v78 = call $tick()\n    v15 = load.f64 v14+0\n",
+    )]);
+    assert!(!fires(&write_first));
+    assert!(!fires(&write_first.replace("    store v19, v14+0\n", "    store v19, v16+0\n")));
+    // The element's address stored where a call can read the element through it.
+    assert!(!fires(&edit(&[(
+        "    v19 = fadd v15, v18\n",
+        "    v73 = alloc 8\n    store v14, v73+0\n    v75 = call $peek(v73)\n    v76 = fadd v75, v18\n    v19 = fadd v15, v76\n",
+    )])));
+    // A loop that may leave early through a block that does not trap (and then returns the
+    // array, its later elements never written).
+    assert!(!fires(&edit(&[(
+        "    v20 = iconst 1\n    v21 = iadd v12, v20\n    jump b4(v21)\n",
+        "    v20 = iconst 1\n    v21 = iadd v12, v20\n    v30 = fcmp gt v17, v10\n    brif v30, b7, b8\nb7:\n    v31 = call $tick()\n    jump b6\nb8:\n    jump b4(v21)\n",
+    )])));
+}
