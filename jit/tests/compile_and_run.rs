@@ -930,3 +930,278 @@ fn every_module_that_verifies_compiles() {
     }
     assert!(compiled > 20, "only {compiled} mutants verified");
 }
+
+/// `jit::vector` pairs a loop (its machine code adds with `addpd`) only when its counter steps by
+/// one, each pointer by one element, the header's own test `i < n` decides it, its loads go through
+/// the pointers it carries, it stores only `f64`s, and each check's index is `c + i`, `i + c`,
+/// `i − c` or the same in both lanes against a length the same in both: a counter stepping by two
+/// (`i + 2`, `1 + (i + 1)`), a pointer stepping by two elements, a header branching on another
+/// condition, a load of a fixed address, an integer stored, a check of `i + i`, `i · 2` or `c − i`
+/// or against a length `i + c` runs as written. Each loop adds 10 to the elements it reaches of an
+/// array holding 0, 1, 2, …; the result (or the failing check's index) must be the scalar loop's
+/// for every trip count, the last odd element and the empty loop included, so a pair whose second
+/// check would fail is not run.
+#[test]
+fn pairs_only_loops_of_unit_steps_their_own_pointers_and_checks() {
+    let template = "\
+fn @run(i64, i64) -> ptr {
+b0(v0: i64, v1: i64):
+    v2 = newarray v1, 8
+    v20 = iconst 0
+    jump b4(v20)
+b4(v21: i64):
+    v22 = icmp lt v21, v1
+    brif v22, b5, b6
+b5:
+    v23 = itof v21
+    v24 = elemaddr v2, v21, 8
+    store v23, v24+0
+    v25 = iconst 1
+    v26 = iadd v21, v25
+    jump b4(v26)
+b6:
+    v30 = iconst 0
+    v31 = elemaddr v2, v30, 8
+    v32 = fconst 10.0
+    v33 = icmp lt v1, v30
+    v34 = iconst 2
+    v35 = iconst 5
+    v36 = iconst 20
+    v37 = iconst 9
+    jump b1(v30, v31)
+b1(v3: i64, v4: ptr):
+    v5 = icmp lt v3, v0
+    brif {COND}, b2, b3
+b2:
+{CHECK}    v6 = load.f64 {LOADP}+0
+    v7 = fadd v6, v32
+    store v7, v4+0
+{INT}    v8 = iconst 1
+{STEP}    v10 = iconst {PSTEP}
+    v11 = elemaddr v4, v10, 8
+    jump b1(v9, v11)
+b3:
+    return v2
+}
+";
+    struct Loop<'a> {
+        what: &'a str,
+        paired: bool,
+        /// The counter's step and its code (ending in `v9 = …`).
+        step: (i64, &'a str),
+        /// How many elements the pointer skips per iteration.
+        skip: usize,
+        own_test: bool,
+        own_pointer: bool,
+        /// The checked index's code (`v58 = …`), its value at `i`, and the length it is checked
+        /// against (`v1` = 24 or `v35` = 5 or `v37` = 9, or `v57` = i + 5).
+        check: Option<(&'a str, fn(i64) -> i64, &'a str)>,
+        /// The counter stored as well (its bits).
+        int: bool,
+    }
+    let unit = (1, "    v9 = iadd v3, v8\n");
+    let plain = Loop {
+        what: "",
+        paired: true,
+        step: unit,
+        skip: 0,
+        own_test: true,
+        own_pointer: true,
+        check: None,
+        int: false,
+    };
+    let loops = [
+        Loop { what: "unit steps", ..plain },
+        Loop { what: "i + 2", paired: false, step: (2, "    v40 = iconst 2\n    v9 = iadd v3, v40\n"), ..plain },
+        Loop {
+            what: "1 + (i + 1)",
+            paired: false,
+            step: (2, "    v41 = iadd v3, v8\n    v9 = iadd v8, v41\n"),
+            ..plain
+        },
+        Loop { what: "a pointer stepping by two", paired: false, skip: 1, ..plain },
+        Loop { what: "another condition", paired: false, own_test: false, ..plain },
+        Loop { what: "a fixed address loaded", paired: false, own_pointer: false, ..plain },
+        Loop { what: "an integer stored", paired: false, int: true, ..plain },
+        Loop { what: "a check of i + 5", check: Some(("    v58 = iadd v3, v35\n", |i| i + 5, "v1")), ..plain },
+        Loop {
+            what: "a check of (i + 5) - 2",
+            check: Some(("    v56 = iadd v3, v35\n    v58 = isub v56, v34\n", |i| i + 3, "v1")),
+            ..plain
+        },
+        Loop { what: "a check of i against 5", check: Some(("    v58 = iadd v3, v30\n", |i| i, "v35")), ..plain },
+        Loop {
+            what: "a check of 5 + i against 9",
+            check: Some(("    v58 = iadd v35, v3\n", |i| i + 5, "v37")),
+            ..plain
+        },
+        Loop {
+            what: "a check of (i + 5) - 2 against 9",
+            check: Some(("    v56 = iadd v3, v35\n    v58 = isub v56, v34\n", |i| i + 3, "v37")),
+            ..plain
+        },
+        Loop {
+            what: "a check of (i - i) + i against 5",
+            check: Some(("    v56 = isub v3, v3\n    v58 = iadd v56, v3\n", |i| i, "v35")),
+            ..plain
+        },
+        Loop {
+            what: "a check of i + i",
+            paired: false,
+            check: Some(("    v58 = iadd v3, v3\n", |i| 2 * i, "v1")),
+            ..plain
+        },
+        Loop {
+            what: "a check of i * 2",
+            paired: false,
+            check: Some(("    v58 = imul v3, v34\n", |i| 2 * i, "v1")),
+            ..plain
+        },
+        Loop {
+            what: "a check of 20 - i",
+            paired: false,
+            check: Some(("    v58 = isub v36, v3\n", |i| 20 - i, "v1")),
+            ..plain
+        },
+        Loop {
+            what: "a check against i + 5",
+            paired: false,
+            check: Some(("    v57 = iadd v3, v35\n    v58 = iadd v34, v30\n", |_| 2, "v57")),
+            ..plain
+        },
+    ];
+    let mut j = jit();
+    for l in loops {
+        let check = l.check.map_or(String::new(), |(code, _, len)| {
+            format!("{code}    v59 = iconst 7\n    boundscheck v58, {len}, v59\n")
+        });
+        let text = template
+            .replace("{STEP}", l.step.1)
+            .replace("{PSTEP}", &l.skip.to_string())
+            .replace("{COND}", if l.own_test { "v5" } else { "v33" })
+            .replace("{LOADP}", if l.own_pointer { "v4" } else { "v31" })
+            .replace("{CHECK}", &check)
+            .replace("{INT}", if l.int { "    store v3, v4+0\n" } else { "" });
+        let what = l.what;
+        let (m, c) = compile(&mut j, &text);
+        let code = j.disassemble(&m, m.func_by_name("run").unwrap()).unwrap();
+        assert_eq!(code.contains("addpd"), l.paired, "{what}: paired?\n{text}\n{code}");
+        let len = 24usize;
+        for n in 0..=9i64 {
+            // The scalar loop: iteration t at counter t·step, checking its index first, writing
+            // element t·(1 + skip) from that element or element 0, then perhaps the counter.
+            let mut want: Vec<f64> = (0..len).map(|k| k as f64).collect();
+            let mut fails = None;
+            let (mut i, mut t) = (0, 0usize);
+            while l.own_test && i < n {
+                if let Some((_, index, bound)) = l.check {
+                    let bound = match bound {
+                        "v1" => len as i64,
+                        "v35" => 5,
+                        "v37" => 9,
+                        _ => i + 5,
+                    };
+                    if index(i) as u64 >= bound as u64 {
+                        fails = Some(index(i));
+                        break;
+                    }
+                }
+                let k = t * (1 + l.skip);
+                want[k] = if l.own_pointer { want[k] } else { want[0] } + 10.0;
+                if l.int {
+                    want[k] = f64::from_bits(i as u64);
+                }
+                i += l.step.0;
+                t += 1;
+            }
+            let mut ctx = TestCtx::new(1 << 20);
+            let r = call(&m, &c, &mut ctx, "run", &[Word::from_i64(n), Word::from_i64(len as i64)]);
+            match (r, fails) {
+                (Ok(r), None) => {
+                    let got: Vec<f64> = (0..len).map(|k| unsafe { *r[0].as_ptr::<f64>().add(1 + k) }).collect();
+                    assert_eq!(
+                        got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                        want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                        "{what}, n = {n}:\n{text}"
+                    );
+                }
+                (Err(_), Some(index)) => {
+                    assert_eq!(ctx.trap.map(|t| t.1), Some(index), "{what}, n = {n}: the failing index\n{text}");
+                }
+                (r, fails) => panic!(
+                    "{what}, n = {n}: {:?} where the scalar loop {}\n{text}",
+                    r.map(|_| ()),
+                    match fails {
+                        Some(k) => format!("fails at index {k}"),
+                        None => "succeeds".to_string(),
+                    }
+                ),
+            }
+        }
+    }
+}
+
+/// Two pointers into one array that the loop stores through: paired at one offset (`a.[i] <-
+/// a.[i] + 10` through two pointers), not at two (`a.[i + 1] <- a.[i] + 10`, where each element
+/// reads the one the previous iteration wrote).
+#[test]
+fn pairs_only_pointers_into_one_array_at_one_offset() {
+    let template = "\
+fn @run(i64, i64) -> ptr {
+b0(v0: i64, v1: i64):
+    v2 = newarray v1, 8
+    v20 = iconst 0
+    jump b4(v20)
+b4(v21: i64):
+    v22 = icmp lt v21, v1
+    brif v22, b5, b6
+b5:
+    v23 = itof v21
+    v24 = elemaddr v2, v21, 8
+    store v23, v24+0
+    v25 = iconst 1
+    v26 = iadd v21, v25
+    jump b4(v26)
+b6:
+    v30 = iconst 0
+    v38 = iconst 1
+    v31 = elemaddr v2, v30, 8
+    v39 = elemaddr v2, {OFF}, 8
+    v32 = fconst 10.0
+    jump b1(v30, v31, v39)
+b1(v3: i64, v4: ptr, v12: ptr):
+    v5 = icmp lt v3, v0
+    brif v5, b2, b3
+b2:
+    v6 = load.f64 v4+0
+    v7 = fadd v6, v32
+    store v7, v12+0
+    v8 = iconst 1
+    v9 = iadd v3, v8
+    v10 = iconst 0
+    v11 = elemaddr v4, v10, 8
+    v13 = elemaddr v12, v10, 8
+    jump b1(v9, v11, v13)
+b3:
+    return v2
+}
+";
+    let mut j = jit();
+    for (off, paired) in [(0usize, true), (1, false)] {
+        let text = template.replace("{OFF}", if off == 0 { "v30" } else { "v38" });
+        let (m, c) = compile(&mut j, &text);
+        let code = j.disassemble(&m, m.func_by_name("run").unwrap()).unwrap();
+        assert_eq!(code.contains("addpd"), paired, "offset {off}: paired?\n{code}");
+        let len = 24usize;
+        for n in 0..=9i64 {
+            let mut want: Vec<f64> = (0..len).map(|k| k as f64).collect();
+            for i in 0..n as usize {
+                want[i + off] = want[i] + 10.0;
+            }
+            let mut ctx = TestCtx::new(1 << 20);
+            let r = call(&m, &c, &mut ctx, "run", &[Word::from_i64(n), Word::from_i64(len as i64)]).unwrap();
+            let got: Vec<f64> = (0..len).map(|k| unsafe { *r[0].as_ptr::<f64>().add(1 + k) }).collect();
+            assert_eq!(got, want, "offset {off}, n = {n}");
+        }
+    }
+}
