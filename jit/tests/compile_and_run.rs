@@ -968,6 +968,7 @@ b6:
     v35 = iconst 5
     v36 = iconst 20
     v37 = iconst 9
+    v42 = iconst 8
     jump b1(v30, v31)
 b1(v3: i64, v4: ptr):
     v5 = icmp lt v3, v0
@@ -993,8 +994,9 @@ b3:
         skip: usize,
         own_test: bool,
         own_pointer: bool,
-        /// The checked index's code (`v58 = …`), its value at `i`, and the length it is checked
-        /// against (`v1` = 24 or `v35` = 5 or `v37` = 9, or `v57` = i + 5).
+        /// The checked index's code (defining `v58`, or nothing to check `v3` itself), its value at
+        /// `i`, and the length it is checked against (`v1` = 24, `v35` = 5, `v42` = 8, `v37` = 9,
+        /// or `v57` = i + 5).
         check: Option<(&'a str, fn(i64) -> i64, &'a str)>,
         /// The counter stored as well (its bits).
         int: bool,
@@ -1041,6 +1043,12 @@ b3:
             ..plain
         },
         Loop {
+            what: "a check of (i + 5) - 2 against 8",
+            check: Some(("    v56 = iadd v3, v35\n    v58 = isub v56, v34\n", |i| i + 3, "v42")),
+            ..plain
+        },
+        Loop { what: "a check of i itself against 5", check: Some(("", |i| i, "v35")), ..plain },
+        Loop {
             what: "a check of (i - i) + i against 5",
             check: Some(("    v56 = isub v3, v3\n    v58 = iadd v56, v3\n", |i| i, "v35")),
             ..plain
@@ -1073,7 +1081,8 @@ b3:
     let mut j = jit();
     for l in loops {
         let check = l.check.map_or(String::new(), |(code, _, len)| {
-            format!("{code}    v59 = iconst 7\n    boundscheck v58, {len}, v59\n")
+            let index = if code.is_empty() { "v3" } else { "v58" };
+            format!("{code}    v59 = iconst 7\n    boundscheck {index}, {len}, v59\n")
         });
         let text = template
             .replace("{STEP}", l.step.1)
@@ -1098,6 +1107,7 @@ b3:
                     let bound = match bound {
                         "v1" => len as i64,
                         "v35" => 5,
+                        "v42" => 8,
                         "v37" => 9,
                         _ => i + 5,
                     };
