@@ -931,19 +931,9 @@ fn every_module_that_verifies_compiles() {
     assert!(compiled > 20, "only {compiled} mutants verified");
 }
 
-/// `jit::vector` pairs a loop (its machine code adds with `addpd`) only when its counter steps by
-/// one, each pointer by one element, the header's own test `i < n` decides it, its loads go through
-/// the pointers it carries, it stores only `f64`s, and each check's index is `c + i`, `i + c`,
-/// `i − c` or the same in both lanes against a length the same in both: a counter stepping by two
-/// (`i + 2`, `1 + (i + 1)`), a pointer stepping by two elements, a header branching on another
-/// condition, a load of a fixed address, an integer stored, a check of `i + i`, `i · 2` or `c − i`
-/// or against a length `i + c` runs as written. Each loop adds 10 to the elements it reaches of an
-/// array holding 0, 1, 2, …; the result (or the failing check's index) must be the scalar loop's
-/// for every trip count, the last odd element and the empty loop included, so a pair whose second
-/// check would fail is not run.
-#[test]
-fn pairs_only_loops_of_unit_steps_their_own_pointers_and_checks() {
-    let template = "\
+/// The start of `@run(n, len)` for the pairing tests: an array of `len` elements holding 0, 1, 2,
+/// … as `v2`, then block `b6`, where each test's loop follows.
+const RUN_PREFIX: &str = "\
 fn @run(i64, i64) -> ptr {
 b0(v0: i64, v1: i64):
     v2 = newarray v1, 8
@@ -960,6 +950,27 @@ b5:
     v26 = iadd v21, v25
     jump b4(v26)
 b6:
+";
+
+/// Elements `0..len` of the `Array Real` that `r` points to.
+fn elements(r: Word, len: usize) -> Vec<f64> {
+    (0..len).map(|k| unsafe { *r.as_ptr::<f64>().add(1 + k) }).collect()
+}
+
+/// `jit::vector` pairs a loop (its machine code adds with `addpd`) only when its counter steps by
+/// one, each pointer by one element, the header's own test `i < n` decides it, its loads go through
+/// the pointers it carries, it stores only `f64`s, and each check's index is `c + i`, `i + c`,
+/// `i − c` or the same in both lanes against a length the same in both: a counter stepping by two
+/// (`i + 2`, `1 + (i + 1)`), a pointer stepping by two elements, a header branching on another
+/// condition, a load of a fixed address, an integer stored, a check of `i + i`, `i · 2` or `c − i`
+/// or against a length `i + c` runs as written. Each loop adds 10 to the elements it reaches of an
+/// array holding 0, 1, 2, …; the result (or the failing check's index) must be the scalar loop's
+/// for every trip count, the last odd element and the empty loop included, so a pair whose second
+/// check would fail is not run.
+#[test]
+fn pairs_only_loops_of_unit_steps_their_own_pointers_and_checks() {
+    let template = RUN_PREFIX.to_string()
+        + "\
     v30 = iconst 0
     v31 = elemaddr v2, v30, 8
     v32 = fconst 10.0
@@ -1128,7 +1139,7 @@ b3:
             let r = call(&m, &c, &mut ctx, "run", &[Word::from_i64(n), Word::from_i64(len as i64)]);
             match (r, fails) {
                 (Ok(r), None) => {
-                    let got: Vec<f64> = (0..len).map(|k| unsafe { *r[0].as_ptr::<f64>().add(1 + k) }).collect();
+                    let got = elements(r[0], len);
                     assert_eq!(
                         got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
                         want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
@@ -1156,23 +1167,8 @@ b3:
 /// reads the one the previous iteration wrote).
 #[test]
 fn pairs_only_pointers_into_one_array_at_one_offset() {
-    let template = "\
-fn @run(i64, i64) -> ptr {
-b0(v0: i64, v1: i64):
-    v2 = newarray v1, 8
-    v20 = iconst 0
-    jump b4(v20)
-b4(v21: i64):
-    v22 = icmp lt v21, v1
-    brif v22, b5, b6
-b5:
-    v23 = itof v21
-    v24 = elemaddr v2, v21, 8
-    store v23, v24+0
-    v25 = iconst 1
-    v26 = iadd v21, v25
-    jump b4(v26)
-b6:
+    let template = RUN_PREFIX.to_string()
+        + "\
     v30 = iconst 0
     v38 = iconst 1
     v31 = elemaddr v2, v30, 8
@@ -1210,7 +1206,7 @@ b3:
             }
             let mut ctx = TestCtx::new(1 << 20);
             let r = call(&m, &c, &mut ctx, "run", &[Word::from_i64(n), Word::from_i64(len as i64)]).unwrap();
-            let got: Vec<f64> = (0..len).map(|k| unsafe { *r[0].as_ptr::<f64>().add(1 + k) }).collect();
+            let got = elements(r[0], len);
             assert_eq!(got, want, "offset {off}, n = {n}");
         }
     }
