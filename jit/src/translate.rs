@@ -921,17 +921,23 @@ impl<'a, 'b> Translator<'a, 'b> {
         let n = self.v(plan.bound)?;
         let one = self.b.ins().iconst(types::I64, 1);
         let BlockArg::Value(i0) = args[plan.counter] else { return Err("a counter that is not a value".into()) };
+        // Each branch here has the pair loop's side second: Cranelift lays out a branch's second
+        // target right after it and the first after everything the second reaches, so the pair
+        // loop sits between its entry and the loop itself. With the loop itself second, the pair
+        // loop went after the rest of the function (or of the enclosing loop), where the values
+        // live across it are in registers while its test has them in stack slots: regalloc2
+        // reloaded them and stored them back at every pair.
         let next = self.b.ins().iadd(i0, one);
-        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, n);
-        self.b.ins().brif(more, test, args, header, args);
+        let done = self.b.ins().icmp(IntCC::SignedGreaterThanOrEqual, next, n);
+        self.b.ins().brif(done, header, args, test, args);
         self.b.switch_to_block(test);
         let ps = self.b.block_params(test).to_vec();
         let back: Vec<BlockArg> = ps.iter().map(|x| BlockArg::Value(*x)).collect();
         let n = self.v(plan.bound)?;
         let one = self.b.ins().iconst(types::I64, 1);
         let next = self.b.ins().iadd(ps[plan.counter], one);
-        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, n);
-        self.b.ins().brif(more, checks, &[], header, &back);
+        let done = self.b.ins().icmp(IntCC::SignedGreaterThanOrEqual, next, n);
+        self.b.ins().brif(done, header, &back, checks, &[]);
         // Integers, and the bounds checks of both iterations: any failing leaves for the loop
         // itself, which runs the first and fails where it did.
         self.b.switch_to_block(checks);

@@ -12,7 +12,10 @@
 //! n`) and every bounds check of both would pass, doing both with the same operations on the two
 //! lanes of `f64x2` values; the original loop then runs what is left (the last odd element, or
 //! from the first element whose check would fail, so that the check fails there, as before).
-//! Every element is computed by the same IEEE operations in the same order as before (no
+//! The pair loop is laid out between its entry and the original loop (the branches into it are
+//! ordered for Cranelift's block order), so that the values live across both stay where they
+//! are: laid out after the rest of the function, its values moved between stack slots and
+//! registers at every pair. Every element is computed by the same IEEE operations in the same order as before (no
 //! reassociation, no fused multiply-add), so results are bit-identical.
 //!
 //! Order of memory accesses: the pair's loads all come before its stores, where the scalar loop

@@ -1714,6 +1714,7 @@ impl<'m> Transform<'m> {
             summed: FxHashMap::default(),
             units: FxHashMap::default(),
             folds: real_folds(&binds, &res),
+            selects: FxHashMap::default(),
             changes: FxHashMap::default(),
             frozen: FxHashSet::default(),
         };
@@ -1819,6 +1820,89 @@ struct LoopRev {
     init: E,
 }
 
+/// The reverse of a selecting `fold` ([`Ad::select_fold`]): the array folded over, the initial
+/// value, the atom holding the index of the element the fold's result is (−1: the initial value)
+/// and the array's length.
+struct SelectRev {
+    xs: E,
+    z0: E,
+    j: E,
+    n: E,
+    /// The operand not chosen gets `g·0` (rule 15 on `max`/`min`), not nothing (`if`).
+    products: bool,
+}
+
+/// The condition of a selecting fold's step: a term to bind, or the variable the step binds it to.
+enum Choice {
+    Term(E),
+    Bound(E),
+}
+
+/// How a fold's step `λm v. body` (the series `binds`, result `res`) selects one of its operands:
+/// `max`/`min` of `m` and `v` (either order), whose partials in the element and the carry are
+/// `if c then 1 else 0` and its complement (`rules::partial_terms`), or `if c then m else v` (or
+/// the other way round) with `c` a comparison of atoms bound just before. The condition, whether
+/// its true side is the element, and whether the other operand's partial is a product `g·0`.
+fn selection(binds: &[Bind], res: &E, m: LocalId, v: LocalId) -> Option<(Choice, bool, bool)> {
+    let lit = |e: &E| match e.kind {
+        ExprKind::Lit(Lit::Real(x)) => Some(x),
+        _ => None,
+    };
+    // `x` or `let t = x in t`.
+    let operand = |e: &E| match &strip(e).kind {
+        ExprKind::Var(_, VarRef::Local(x)) => Some(*x),
+        ExprKind::Let(p, r, body) => match (&p.kind, &strip(r).kind, local(body)) {
+            (PatKind::Var(_, t), ExprKind::Var(_, VarRef::Local(x)), Some(u)) if *t == u => Some(*x),
+            _ => None,
+        },
+        _ => None,
+    };
+    let last = binds.last()?;
+    if local(res) != Some(last.id) {
+        return None;
+    }
+    match (binds, &strip(&last.rhs).kind) {
+        ([c, _], ExprKind::If(cv, a, b)) => {
+            let atom = |e: &E| matches!(strip(e).kind, ExprKind::Var(_, VarRef::Local(_)) | ExprKind::Lit(_));
+            let compares = matches!(&strip(&c.rhs).kind, ExprKind::Bin(op, x, y)
+                if matches!(op, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne)
+                    && atom(x) && atom(y));
+            if c.ty != Type::Bool || !compares || local(cv) != Some(c.id) {
+                return None;
+            }
+            let chosen_then = match (operand(a)?, operand(b)?) {
+                (x, y) if x == v && y == m => true,
+                (x, y) if x == m && y == v => false,
+                _ => return None,
+            };
+            Some((Choice::Bound(var(c.id, &c.name, &c.ty)), chosen_then, false))
+        }
+        ([_], _) => {
+            let (h, xa) = anf::anormal::spine(strip(&last.rhs));
+            let ExprKind::Var(_, VarRef::Builtin(op @ (Builtin::Max | Builtin::Min))) = &strip(h).kind else {
+                return None;
+            };
+            let [a0, a1] = xa.as_slice() else { return None };
+            let second = match (local(a0), local(a1)) {
+                (Some(x), Some(y)) if x == m && y == v => true,
+                (Some(x), Some(y)) if x == v && y == m => false,
+                _ => return None,
+            };
+            let pt = rules::partial_terms(Prim::Builtin(*op), &[(*a0).clone(), (*a1).clone()])?;
+            // The element's partial `if c then p else q`, the carry's `if c then q else p`.
+            let (pv, pm) = if second { (&pt[1], &pt[0]) } else { (&pt[0], &pt[1]) };
+            let (ExprKind::If(c, t, e), ExprKind::If(cm, tm, em)) = (&pv.kind, &pm.kind) else { return None };
+            let chosen_then = match (lit(t), lit(e), lit(tm), lit(em)) {
+                (Some(1.0), Some(0.0), Some(0.0), Some(1.0)) => true,
+                (Some(0.0), Some(1.0), Some(1.0), Some(0.0)) => false,
+                _ => return None,
+            };
+            (format!("{c:?}") == format!("{cm:?}")).then(|| (Choice::Term(c.clone()), chosen_then, true))
+        }
+        _ => None,
+    }
+}
+
 struct Ad<'a, 'm> {
     t: &'a mut Transform<'m>,
     active: FxHashSet<LocalId>,
@@ -1870,6 +1954,8 @@ struct Ad<'a, 'm> {
     /// Top-level `z = fold f z0 xs` of type Real: candidates for [`Ad::fused_fold`], and whether
     /// `xs` is used by nothing else.
     folds: FxHashMap<LocalId, bool>,
+    /// Selecting folds (`z = fold (λm v. max m v) z0 xs`): `z ↦` what their reverse reads.
+    selects: FxHashMap<LocalId, SelectRev>,
 }
 
 /// Is `e` a Real primitive applied to its arguments whose partials read its result
@@ -2086,6 +2172,9 @@ impl Ad<'_, '_> {
                 {
                     if args.len() == 3 {
                         let args: Vec<E> = args.into_iter().cloned().collect();
+                        if *bi == Builtin::Fold && self.select_fold(out, b, &args)? {
+                            continue;
+                        }
                         self.loop_forward(out, b, *bi, &args, None)?;
                         continue;
                     }
@@ -3995,9 +4084,112 @@ impl Ad<'_, '_> {
         Ok(())
     }
 
+    /// The forward phase of `z = fold f z0 xs` (z a Real, xs an `Array Real`) whose step returns
+    /// one of its two operands, chosen by `max` or `min` of the carry and the element (`λm v. max
+    /// m v`, `λm v. min v m`; or by `if`, see [`selection`]): the partial of the step in the element is `if c then 1 else 0` and
+    /// in the carry its complement (rule 15 on `max`/`min`, `rules::partial_terms`), so walking
+    /// the reverse loop back from the last iteration, the carry's adjoint is `g` until the last
+    /// iteration `j` whose element was chosen, that element gets `g·1`, and every other
+    /// contribution is a product with a `0` partial: `g·0`. The fold runs as written, carrying the
+    /// index of the last element chosen (−1 while it is the initial value), and the reverse
+    /// reads only that index ([`Ad::rev_select`]): no tape, no reverse walk. `false` leaves the
+    /// binding to the general path.
+    fn select_fold(&mut self, out: &mut Vec<Bind>, b: &Bind, args: &[E]) -> R<bool> {
+        let (f, z0, xs) = (&args[0], &args[1], &args[2]);
+        if b.ty != Type::Real || xs.ty != Type::array(Type::Real) || z0.ty != Type::Real {
+            return Ok(false);
+        }
+        if local(xs).is_none_or(|x| self.paths.contains_key(&x)) {
+            return Ok(false);
+        }
+        let Ok(lamf) = self.lam_of(f) else { return Ok(false) };
+        let (ps, bb, res) = self.fresh_lam(&lamf, 2)?;
+        let (PatKind::Var(_, m), PatKind::Var(_, v)) = (&ps[0].kind, &ps[1].kind) else { return Ok(false) };
+        let (m, v) = (*m, *v);
+        let Some((cond, chosen_then, products)) = selection(&bb, &res, m, v) else { return Ok(false) };
+        // iterate' n (λ(k, m, j). let v = xs.[k] in let z = max m v in (k + 1, z, if c then k else j)) (0, z0, −1)
+        let n = self.len_of(out, xs);
+        let sty = Type::tuple(vec![Type::Int, Type::Real, Type::Int]);
+        let sid = self.t.fresh();
+        let s = var(sid, &"s".into(), &sty);
+        let mut bo = Vec::new();
+        let k = self.emit(&mut bo, "k", proj(&s, 0));
+        let acc = self.emit(&mut bo, "acc", proj(&s, 1));
+        let j = self.emit(&mut bo, "j", proj(&s, 2));
+        let mut binds = Vec::new();
+        self.bind_pat(&mut binds, &ps[0], acc)?;
+        let x = self.element(&mut bo, xs, &k)?;
+        self.bind_pat(&mut binds, &ps[1], x)?;
+        binds.extend(bb);
+        bo.extend(binds);
+        let cv = match cond {
+            Choice::Term(c) => self.emit(&mut bo, "c", c),
+            Choice::Bound(c) => c,
+        };
+        let pick = if chosen_then { if_(&cv, k.clone(), j.clone()) } else { if_(&cv, j.clone(), k.clone()) };
+        let j2 = self.emit(&mut bo, "j", pick);
+        let next = tuple(vec![bin(BinOp::Add, &k, &int(1), Type::Int), res, j2]);
+        let step = lam(sid, &"s".into(), &sty, lets(bo, next));
+        let init = tuple(vec![int(0), z0.clone(), int(-1)]);
+        let fin = self.emit(out, "s", call(Builtin::RevIterate, &[n.clone(), step, init], sty));
+        out.push(Bind { id: b.id, name: b.name.clone(), ty: b.ty.clone(), rhs: proj(&fin, 1) });
+        let j = self.emit(out, "j", proj(&fin, 2));
+        self.selects.insert(b.id, SelectRev { xs: xs.clone(), z0: z0.clone(), j, n, products });
+        Ok(true)
+    }
+
+    /// The reverse of a selecting fold ([`Ad::select_fold`]) for its adjoint `g`: element `k` of
+    /// xs gets `g` if `k = j`, else `g·0`, and z0 gets `g` if `j = −1`, else `g·0` — what the
+    /// reverse loop computes, exactly. For a finite `g`, `g·0` is a zero, which adds nothing but
+    /// possibly the sign of a zero, so only element `j` is updated; an infinite or NaN `g` makes
+    /// every `g·0` a NaN, and then every element is (`accAxpy'` of a one-hot array).
+    fn rev_select(&mut self, out: &mut Vec<Bind>, sr: SelectRev, g: Adj) -> R<()> {
+        let Adj::R(g) = g else { return self.err("a selecting fold's adjoint that is not a Real (internal)") };
+        let SelectRev { xs, z0, j, n, products } = sr;
+        let none = self.emit(out, "c", bin(BinOp::Lt, &j, &int(0), Type::Bool));
+        // What the operand not chosen gets: `g·0`, or (an `if`) the zero carry adjoint after the
+        // element chosen, and nothing for the elements.
+        let g0 = if products { self.emit(out, "d", rbin(BinOp::Mul, &g, &real(0.0))) } else { real(0.0) };
+        if self.is_active(&xs) && !products {
+            // (j ≥ 0 only when the fold chose an element of xs: in bounds.)
+            let acc = self.acc(out, &xs)?;
+            let mut bf = Vec::new();
+            let df =
+                self.emit(&mut bf, "d", call(Builtin::AccAdd, &[acc.clone(), j.clone(), g.clone()], xs.ty.clone()));
+            let d = self.emit(out, "d", if_(&none, acc, lets(bf, df)));
+            self.set_acc(&xs, d);
+        } else if self.is_active(&xs) {
+            // g − g is 0 exactly when g is finite.
+            let gg = self.emit(out, "d", rbin(BinOp::Sub, &g, &g));
+            let finite = self.emit(out, "c", bin(BinOp::Eq, &gg, &real(0.0), Type::Bool));
+            let some = self.emit(out, "c", bin(BinOp::Gt, &n, &int(0), Type::Bool));
+            let fast = self.emit(out, "c", if_(&finite, some, finite.clone()));
+            let acc = self.acc(out, &xs)?;
+            let mut bf = Vec::new();
+            let jj = self.emit(&mut bf, "j", if_(&none, int(0), j.clone()));
+            let gj = self.emit(&mut bf, "d", if_(&none, g0.clone(), g.clone()));
+            let df = self.emit(&mut bf, "d", call(Builtin::AccAdd, &[acc.clone(), jj, gj], xs.ty.clone()));
+            let mut bs = Vec::new();
+            let kid = self.t.fresh();
+            let kv = var(kid, &"k".into(), &Type::Int);
+            let mut bk = Vec::new();
+            let hit = self.emit(&mut bk, "c", bin(BinOp::Eq, &kv, &j, Type::Bool));
+            let one = lam(kid, &"k".into(), &Type::Int, lets(bk, if_(&hit, real(1.0), real(0.0))));
+            let hot = self.emit(&mut bs, "d", call(Builtin::Build, &[n, one], xs.ty.clone()));
+            let ds = self.emit(&mut bs, "d", call(Builtin::AccAxpy, &[acc, g.clone(), hot], xs.ty.clone()));
+            let d = self.emit(out, "d", if_(&fast, lets(bf, df), lets(bs, ds)));
+            self.set_acc(&xs, d);
+        }
+        let dz0 = self.emit(out, "d", if_(&none, g, g0));
+        self.add(out, &z0, Adj::R(dz0))
+    }
+
     /// Reverse of `fold`/`iterate`: the loop made by `loop_forward`, downwards from the last
     /// iteration, carrying the adjoint of the carry; it ends as the adjoint of the initial value.
     fn rev_fold(&mut self, out: &mut Vec<Bind>, z: &Bind, g: Adj) -> R<()> {
+        if let Some(sr) = self.selects.remove(&z.id) {
+            return self.rev_select(out, sr, g);
+        }
         let Some(lr) = self.loops.remove(&z.id) else {
             return self.err("a loop whose forward phase was not recorded (internal)");
         };
