@@ -1716,6 +1716,9 @@ impl<'m> Transform<'m> {
             folds: real_folds(&binds, &res),
             changes: FxHashMap::default(),
             frozen: FxHashSet::default(),
+            want: FxHashSet::default(),
+            comps: FxHashMap::default(),
+            pbs: FxHashMap::default(),
         };
         let binds = ad.expand_oplus(binds);
         ad.tys.insert(xid, ("x".into(), x.ty.clone()));
@@ -1870,6 +1873,34 @@ struct Ad<'a, 'm> {
     /// Top-level `z = fold f z0 xs` of type Real: candidates for [`Ad::fused_fold`], and whether
     /// `xs` is used by nothing else.
     folds: FxHashMap<LocalId, bool>,
+    /// Inactive values holding functions whose *companions* may be needed (see `comps`): the
+    /// heads of applications, and backwards through copies, projections, tuples and the initial
+    /// carries of loops (`Ad::wanted`).
+    want: FxHashSet<LocalId>,
+    /// Companions of inactive functions not known at compile time (a closure a loop builds):
+    /// `h : a -> b` ↦ an atom `hc : a -> b * (b -> a)`, `hc y = (h y, λg. ȳ)` — the function's
+    /// pullback at `y` (Mak & Ong's `(Ω h)·ω` at a point: its value and its transposed
+    /// derivative as a closure, rule 17's λa. (λv. S)*·…). A tuple holding functions maps to the
+    /// tuple of its components' companions (`()` for a component without functions).
+    comps: FxHashMap<LocalId, E>,
+    /// `r = h a` through a companion: `r ↦` the pullback closure `pb` of `(r, pb) = hc a`; the
+    /// reverse rule of the application is `ā += pb r̄` (rule 5 on the pullback, Lemma 4.4).
+    pbs: FxHashMap<LocalId, E>,
+}
+
+/// The type of a companion of a value of type `t` holding functions (see `Ad::comps`): `a -> b *
+/// (b -> a)` for a function `a -> b` of data; a tuple of the components' (`()` where a component
+/// holds no function). `None` for other functions (curried, higher-order, arrays of functions).
+fn comp_ty(t: &Type) -> Option<Type> {
+    match t {
+        Type::Fun(a, r) if is_data(a) && is_data(r) && differentiable(a) && differentiable(r) => {
+            Some(Type::fun((**a).clone(), Type::tuple(vec![(**r).clone(), Type::fun((**r).clone(), (**a).clone())])))
+        }
+        Type::Tuple(ts) if holds_fun(t) => Some(Type::tuple(
+            ts.iter().map(|c| if holds_fun(c) { comp_ty(c) } else { Some(Type::Unit) }).collect::<Option<_>>()?,
+        )),
+        _ => None,
+    }
 }
 
 /// Is `e` a Real primitive applied to its arguments whose partials read its result
@@ -1987,6 +2018,7 @@ impl Ad<'_, '_> {
     /// carry), recording activity, types and let-bound λs.
     fn forward(&mut self, out: &mut Vec<Bind>, binds: &[Bind], res: &E) -> R<()> {
         self.frozen.extend(discrete_reads(binds, res));
+        self.wanted(binds);
         for b in binds {
             self.tys.insert(b.id, (b.name.clone(), b.ty.clone()));
             let rhs = strip(&b.rhs);
@@ -2079,6 +2111,24 @@ impl Ad<'_, '_> {
                     return self.err(format!("a gradient through a value of type {}", b.ty));
                 }
                 let (h, args) = anf::anormal::spine(rhs);
+                // `r = h a`, `h` a function not known at compile time whose environment is
+                // inactive, through its companion: `(r, pb) = hc a` (rule 17 at the point `a`:
+                // the value and the pullback), the reverse `ā += pb r̄` (`rule`).
+                if let (ExprKind::Var(_, VarRef::Local(hid)), [a]) = (&strip(h).kind, args.as_slice()) {
+                    if let (false, Some(hc)) = (self.active.contains(hid), self.comps.get(hid).cloned()) {
+                        let Type::Fun(_, rt) = &hc.ty else { return self.err("a companion's type (internal)") };
+                        let p = self.emit(out, "p", mk(ExprKind::App(hc.clone(), (*a).clone()), (**rt).clone()));
+                        out.push(Bind {
+                            id: b.id,
+                            name: b.name.clone(),
+                            ty: b.ty.clone(),
+                            rhs: at_span(proj(&p, 0), b.rhs.span),
+                        });
+                        let pb = self.emit(out, "pb", proj(&p, 1));
+                        self.pbs.insert(b.id, pb);
+                        continue;
+                    }
+                }
                 if let ExprKind::Var(
                     _,
                     VarRef::Builtin(bi @ (Builtin::Fold | Builtin::Iterate | Builtin::RevIterate)),
@@ -2095,10 +2145,255 @@ impl Ad<'_, '_> {
                     self.while_forward(out, b, &args)?;
                     continue;
                 }
+            } else if holds_fun(&b.ty) && self.want.contains(&b.id) {
+                // An inactive value holding functions whose companion may be needed.
+                let (h, args) = anf::anormal::spine(rhs);
+                if let (
+                    ExprKind::Var(_, VarRef::Builtin(bi @ (Builtin::Fold | Builtin::Iterate | Builtin::While))),
+                    3,
+                ) = (&strip(h).kind, args.len())
+                {
+                    let args: Vec<E> = args.into_iter().cloned().collect();
+                    if self.augment(out, b, *bi, &args) {
+                        continue;
+                    }
+                }
+                out.push(b.clone());
+                let known = match &rhs.kind {
+                    ExprKind::Var(_, VarRef::Local(w)) => self.comps.get(w).cloned(),
+                    ExprKind::Proj(t, k) => match local(t).and_then(|t| self.comps.get(&t)).cloned() {
+                        Some(tc) => Some(self.emit(out, "hc", proj(&tc, *k))),
+                        None => None,
+                    },
+                    _ => None,
+                };
+                let mut pre = Vec::new();
+                if let Some(c) = known.or_else(|| self.comp_of(&mut pre, &b.var())) {
+                    out.extend(pre);
+                    self.comps.insert(b.id, c);
+                }
+                continue;
             }
             out.push(b.clone());
         }
         Ok(())
+    }
+
+    /// Adds to `want` the inactive function values of `binds` whose companions an application
+    /// may need: every local at the head of an application of one argument, and, backwards, what
+    /// a wanted value is made from (a copy's source, a projection's tuple, a tuple's components,
+    /// a loop's initial carry).
+    fn wanted(&mut self, binds: &[Bind]) {
+        for b in binds {
+            let (h, args) = anf::anormal::spine(strip(&b.rhs));
+            if let (ExprKind::Var(_, VarRef::Local(h)), 1) = (&strip(h).kind, args.len()) {
+                self.want.insert(*h);
+            }
+        }
+        for b in binds.iter().rev() {
+            if !self.want.contains(&b.id) {
+                continue;
+            }
+            let rhs = strip(&b.rhs);
+            let mut add = |e: &E| {
+                if let Some(id) = local(e).filter(|_| holds_fun(&e.ty)) {
+                    self.want.insert(id);
+                }
+            };
+            match &rhs.kind {
+                ExprKind::Var(..) => add(rhs),
+                ExprKind::Proj(t, _) => add(t),
+                // A λ's companion applies the functions it captures through theirs.
+                ExprKind::Lam(..) => {
+                    let mut fv = FxHashSet::default();
+                    free_locals(rhs, &mut fv);
+                    for id in fv {
+                        if self.tys.get(&id).is_none_or(|(_, t)| holds_fun(t)) {
+                            self.want.insert(id);
+                        }
+                    }
+                }
+                ExprKind::Tuple(cs) => cs.iter().for_each(add),
+                _ => {
+                    let (h, args) = anf::anormal::spine(rhs);
+                    match (&strip(h).kind, args.as_slice()) {
+                        (ExprKind::Var(_, VarRef::Builtin(Builtin::Fold)), [_, z, _]) => add(z),
+                        (ExprKind::Var(_, VarRef::Builtin(Builtin::Iterate | Builtin::While)), [_, _, z]) => add(z),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// The companion of the inactive atom `a` holding functions (see `comps`), its bindings pushed
+    /// on `pre`: a known one; for a λ (a let-bound one, a definition, a builtin's η-expansion)
+    /// [`Ad::companion`]; a copy's, a projection's component, a tuple literal's componentwise.
+    /// `None` when it is not known.
+    fn comp_of(&mut self, pre: &mut Vec<Bind>, a: &E) -> Option<E> {
+        if !holds_fun(&a.ty) || self.is_active(a) {
+            return None;
+        }
+        if let Some(c) = local(a).and_then(|id| self.comps.get(&id)) {
+            return Some(c.clone());
+        }
+        if is_fun(&a.ty) {
+            if let Ok(l) = self.lam_of(a) {
+                let c = self.companion(&l).ok()?;
+                return Some(self.emit(pre, "hc", c));
+            }
+        }
+        let id = local(a)?;
+        if let Some(cs) = self.tuples.get(&id).cloned() {
+            let mut parts = Vec::new();
+            for c in &cs {
+                parts.push(if holds_fun(&c.ty) {
+                    self.comp_of(pre, c)?
+                } else {
+                    mk(ExprKind::Lit(Lit::Unit), Type::Unit)
+                });
+            }
+            return Some(self.emit(pre, "hc", tuple(parts)));
+        }
+        None
+    }
+
+    /// The companion of the λ `lamf : a -> b` (a and b data): `λy. let F in (r, λg. let R in ȳ)`,
+    /// F the forward phase of its body at `y` and R its reverse phase seeded with `g` — the
+    /// pullback of the function at `y` (rules 17 and 5, section 7 of docs/pullback-semantics.md:
+    /// "Functions built at run time"). The λ's captured variables are inactive (the closure's
+    /// environment does not depend on the input), so its only cotangent is `ȳ`; a captured
+    /// function not known at compile time is applied through its own companion, so the pullback
+    /// closures of a chain of closures hold each other: the chain's tape.
+    fn companion(&mut self, lamf: &E) -> R<E> {
+        let Type::Fun(a, r) = &lamf.ty else { return self.err("a companion of a non-function (internal)") };
+        let (a, r) = ((**a).clone(), (**r).clone());
+        if !(is_data(&a) && is_data(&r) && differentiable(&a) && differentiable(&r)) {
+            return self.err("a gradient through a call of a function not known at compile time");
+        }
+        let (ps, bb, res) = self.fresh_lam(lamf, 1)?;
+        let yid = self.t.fresh();
+        let y = var(yid, &"y".into(), &a);
+        let mut binds = Vec::new();
+        self.bind_pat(&mut binds, &ps[0], y.clone())?;
+        binds.extend(bb);
+        let mut ad = Ad {
+            t: &mut *self.t,
+            active: FxHashSet::default(),
+            lams: self.lams.clone(),
+            adj: FxHashMap::default(),
+            tys: self.tys.clone(),
+            loops: FxHashMap::default(),
+            alias: FxHashMap::default(),
+            tuples: self.tuples.clone(),
+            unread: Vec::new(),
+            paths: FxHashMap::default(),
+            lens: self.lens.clone(),
+            builds: FxHashMap::default(),
+            sums: summed_producers(&binds, &res),
+            summed: FxHashMap::default(),
+            units: FxHashMap::default(),
+            folds: real_folds(&binds, &res),
+            changes: self.changes.clone(),
+            frozen: self.frozen.clone(),
+            want: FxHashSet::default(),
+            comps: self.comps.clone(),
+            pbs: FxHashMap::default(),
+        };
+        ad.tys.insert(yid, ("y".into(), a.clone()));
+        if !a.is_discrete() {
+            ad.active.insert(yid);
+        }
+        let mut fwd = Vec::new();
+        ad.forward(&mut fwd, &binds, &res)?;
+        let gid = ad.t.fresh();
+        let g = var(gid, &"g".into(), &r);
+        let mut rev = Vec::new();
+        if let Some(seed) = ad.decompose(&mut rev, &g, false)? {
+            ad.add(&mut rev, &res, seed)?;
+        }
+        ad.reverse(&mut rev, &binds)?;
+        let gy = ad.adj.remove(&yid);
+        let gy = ad.materialize(&mut rev, gy, &a, &y)?;
+        let pb = lam(gid, &"g".into(), &r, lets(rev, gy));
+        Ok(lam(yid, &"y".into(), &a, lets(fwd, tuple(vec![res, pb]))))
+    }
+
+    /// An inactive `b = fold f z xs` / `iterate n f z` / `while p f z` whose carry holds
+    /// functions (`fold (λh k. λy. h (y * k)) sq ks`), made to carry each function's companion
+    /// beside it: `(b, bc) = fold (λ(h, hc) k. let r = f h k in (r, companion of r)) (z, zc) xs`,
+    /// the step's body run through the forward phase (so a λ it returns gets its companion, with
+    /// `hc` for the `h` it captures). The primal is computed as before, in the same order (a
+    /// companion is a λ: making it cannot fail). `false` (nothing emitted) when a companion is not
+    /// known (a function of another type, a step that is not a known λ, …).
+    fn augment(&mut self, out: &mut Vec<Bind>, b: &Bind, bi: Builtin, args: &[E]) -> bool {
+        let mut pre = Vec::new();
+        match self.augment_into(&mut pre, b, bi, args) {
+            Ok(true) => {
+                out.extend(pre);
+                true
+            }
+            r => {
+                if std::env::var("NABLA_DEBUG_AUG").is_ok() {
+                    eprintln!("augment failed: {r:?}");
+                }
+                false
+            }
+        }
+    }
+
+    fn augment_into(&mut self, out: &mut Vec<Bind>, b: &Bind, bi: Builtin, args: &[E]) -> R<bool> {
+        let Some(cty) = comp_ty(&b.ty) else { return Ok(false) };
+        let (step, z0, arity) = match bi {
+            Builtin::Fold => (&args[0], &args[1], 2),
+            _ => (&args[1], &args[2], 1),
+        };
+        let Some(zc) = self.comp_of(out, z0) else { return Ok(false) };
+        let lamf = self.lam_of(step)?;
+        let aty = Type::tuple(vec![b.ty.clone(), cty]);
+        let (ps, bb, res) = self.fresh_lam(&lamf, arity)?;
+        let sid = self.t.fresh();
+        let s = var(sid, &"s".into(), &aty);
+        let mut binds = Vec::new();
+        let cid = self.t.fresh();
+        binds.push(Bind { id: cid, name: "c".into(), ty: b.ty.clone(), rhs: proj(&s, 0) });
+        let mut body = Vec::new();
+        let hc = self.emit(&mut body, "hc", proj(&s, 1));
+        self.comps.insert(cid, hc);
+        self.bind_pat(&mut binds, &ps[0], var(cid, &"c".into(), &b.ty))?;
+        binds.extend(bb);
+        if let Some(r) = local(&res) {
+            self.want.insert(r);
+        }
+        self.forward(&mut body, &binds, &res)?;
+        let Some(rc) = self.comp_of(&mut body, &res) else { return Ok(false) };
+        let mut f = lets(body, tuple(vec![res, rc]));
+        if arity == 2 {
+            let ty = Type::fun(ps[1].ty.clone(), f.ty.clone());
+            f = mk(ExprKind::Lam(ps[1].clone(), f), ty);
+        }
+        let f = self.emit(out, "f", lam(sid, &"s".into(), &aty, f));
+        let z = self.emit(out, "z", tuple(vec![z0.clone(), zc]));
+        let call_args = match bi {
+            Builtin::Fold => vec![f, z, args[2].clone()],
+            Builtin::Iterate => vec![args[0].clone(), f, z],
+            _ => {
+                // The predicate reads the primal carry.
+                let qid = self.t.fresh();
+                let q = var(qid, &"s".into(), &aty);
+                let pid = self.t.fresh();
+                let c = var(pid, &"c".into(), &b.ty);
+                let app = mk(ExprKind::App(args[0].clone(), c), Type::Bool);
+                let body = lets(vec![Bind { id: pid, name: "c".into(), ty: b.ty.clone(), rhs: proj(&q, 0) }], app);
+                let p = self.emit(out, "p", lam(qid, &"s".into(), &aty, body));
+                vec![p, f, z]
+            }
+        };
+        let r = self.emit(out, "r", at_span(call(bi, &call_args, aty), b.rhs.span));
+        out.push(Bind { id: b.id, name: b.name.clone(), ty: b.ty.clone(), rhs: proj(&r, 0) });
+        let rc = self.emit(out, "hc", proj(&r, 1));
+        self.comps.insert(b.id, rc);
+        Ok(true)
     }
 
     /// The reverse phase of a series: each binding's transposed Jacobian applied to its adjoint,
@@ -2704,6 +2999,19 @@ impl Ad<'_, '_> {
                 match &h.kind {
                     ExprKind::Var(_, VarRef::Builtin(bi)) if args.len() == bi.arity() => {
                         self.builtin_rule(out, *bi, &args, b, g)
+                    }
+                    // Through the function's companion (`forward`): rule 5 on its pullback at
+                    // the argument, `ā += pb r̄`.
+                    _ if self.pbs.contains_key(&b.id) && args.len() == 1 => {
+                        let pb = self.pbs[&b.id].clone();
+                        let gv = self.materialize(out, Some(g), &z.ty, &z)?;
+                        let Type::Fun(_, at) = &pb.ty else { return self.err("a pullback's type (internal)") };
+                        let at = (**at).clone();
+                        let d = self.emit(out, "d", mk(ExprKind::App(pb, gv), at));
+                        match self.decompose(out, &d, true)? {
+                            Some(a) => self.add(out, &args[0], a),
+                            None => Ok(()),
+                        }
                     }
                     _ => self.err("a gradient through a call of a function not known at compile time"),
                 }
@@ -4086,6 +4394,10 @@ fn allocates(e: &E) -> bool {
             }
             ExprKind::Lam(..) | ExprKind::Array(_) | ExprKind::Bag(_) | ExprKind::Map(_) => *found = true,
             ExprKind::Var(_, VarRef::Builtin(b)) => *found = builtin_allocates(*b),
+            // A call of a closure (a companion or its pullback) may allocate.
+            ExprKind::App(h, _) if matches!(&anf::anormal::spine(h).0.kind, ExprKind::Var(_, VarRef::Local(_))) => {
+                *found = true
+            }
             _ => frontend::lin::for_each_child(e, &mut |c| go(c, found)),
         }
     }
