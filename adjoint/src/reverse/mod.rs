@@ -1888,6 +1888,12 @@ struct Ad<'a, 'm> {
     pbs: FxHashMap<LocalId, E>,
 }
 
+/// A loop builtin (its function argument is applied per element or step).
+fn is_loop(b: Builtin) -> bool {
+    use Builtin as B;
+    matches!(b, B::Build | B::Map | B::ZipWith | B::Fold | B::Iterate | B::While)
+}
+
 /// The type of a companion of a value of type `t` holding functions (see `Ad::comps`): `a -> b *
 /// (b -> a)` for a function `a -> b` of data; a tuple of the components' (`()` where a component
 /// holds no function). `None` for other functions (curried, higher-order, arrays of functions).
@@ -2145,7 +2151,8 @@ impl Ad<'_, '_> {
                     self.while_forward(out, b, &args)?;
                     continue;
                 }
-            } else if holds_fun(&b.ty) && self.want.contains(&b.id) {
+            } else if holds_fun(&b.ty) && self.want.contains(&b.id) && !matches!(rhs.kind, ExprKind::Lam(..)) {
+                // (A λ's companion is made where it is needed: `comp_of`.)
                 // An inactive value holding functions whose companion may be needed.
                 let (h, args) = anf::anormal::spine(rhs);
                 if let (
@@ -2184,11 +2191,23 @@ impl Ad<'_, '_> {
     /// a wanted value is made from (a copy's source, a projection's tuple, a tuple's components,
     /// a loop's initial carry).
     fn wanted(&mut self, binds: &[Bind]) {
-        for b in binds {
-            let (h, args) = anf::anormal::spine(strip(&b.rhs));
-            if let (ExprKind::Var(_, VarRef::Local(h)), 1) = (&strip(h).kind, args.len()) {
-                self.want.insert(*h);
+        fn heads(e: &E, want: &mut FxHashSet<LocalId>) {
+            if let ExprKind::App(h, a) = &e.kind {
+                if let ExprKind::Var(_, VarRef::Local(h)) = &strip(h).kind {
+                    want.insert(*h);
+                }
+                // A function a loop builtin applies (`map h xs`: `λy. h y`, `Ad::lam_of`).
+                if let (ExprKind::Var(_, VarRef::Local(f)), true) = (&strip(a).kind, is_fun(&a.ty)) {
+                    if matches!(&anf::anormal::spine(e).0.kind, ExprKind::Var(_, VarRef::Builtin(b)) if is_loop(*b)) {
+                        want.insert(*f);
+                    }
+                }
             }
+            frontend::lin::for_each_child(e, &mut |c| heads(c, want));
+        }
+        // Loop bodies (`map (λx. h x) xs`) are differentiated with this series' companions.
+        for b in binds {
+            heads(&b.rhs, &mut self.want);
         }
         for b in binds.iter().rev() {
             if !self.want.contains(&b.id) {
@@ -3215,6 +3234,14 @@ impl Ad<'_, '_> {
             ExprKind::Var(_, VarRef::Global(_)) => self.t.resolve(f),
             ExprKind::Var(_, VarRef::Local(id)) => match self.lams.get(id) {
                 Some(l) => Ok(l.clone()),
+                // A function built at run time with a companion: `λy. f y`, whose application
+                // goes through the companion (`forward`).
+                None if self.comps.contains_key(id) => {
+                    let Type::Fun(a, r) = &f.ty else { return self.err("a companion's type (internal)") };
+                    let y = self.t.fresh();
+                    let body = mk(ExprKind::App(f.clone(), var(y, &"y".into(), a)), (**r).clone());
+                    Ok(lam(y, &"y".into(), a, body))
+                }
                 None => self.err("a loop over a function not known at compile time"),
             },
             // A builtin (`map tanh xs`, `map sum rows`, `fold max 0.0 xs`) or one partially applied to
