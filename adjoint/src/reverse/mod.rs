@@ -2121,7 +2121,19 @@ impl Ad<'_, '_> {
                 // inactive, through its companion: `(r, pb) = hc a` (rule 17 at the point `a`:
                 // the value and the pullback), the reverse `ā += pb r̄` (`rule`).
                 if let (ExprKind::Var(_, VarRef::Local(hid)), [a]) = (&strip(h).kind, args.as_slice()) {
-                    if let (false, Some(hc)) = (self.active.contains(hid), self.comps.get(hid).cloned()) {
+                    // (A let-bound λ inlining left applied — `fold f z []` unrolled to `z` — gets
+                    // its companion here.)
+                    let hc = match self.comps.get(hid).cloned() {
+                        Some(c) => Some(c),
+                        None if self.lams.contains_key(hid) => {
+                            let mut pre = Vec::new();
+                            let c = self.comp_of(&mut pre, &strip(h).clone());
+                            out.extend(pre);
+                            c
+                        }
+                        None => None,
+                    };
+                    if let (false, Some(hc)) = (self.active.contains(hid), hc) {
                         let Type::Fun(_, rt) = &hc.ty else { return self.err("a companion's type (internal)") };
                         let p = self.emit(out, "p", mk(ExprKind::App(hc.clone(), (*a).clone()), (**rt).clone()));
                         out.push(Bind {
