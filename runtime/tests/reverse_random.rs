@@ -552,7 +552,8 @@ fn compiled_gradients_over_deeper_arrays_and_tuples_of_arrays_equal_the_reducers
 /// Contexts around `f` through functions built at run time, which compile (companions): a `fold`
 /// whose carry is a function composing one closure per element of a literal of 0 to 3 elements
 /// (`f` the initial function), an `iterate` composing `f` into every step, a `fold` over
-/// functions of arrays, and a built function mapped over points (`map h xs`) in the gradient.
+/// functions of arrays, closures capturing the differentiated input, and a built function mapped
+/// over points (`map h xs`) in the gradient.
 fn built_context(form: u64, n: usize, point: &[f64], rng: &mut Rng) -> String {
     let scale = lit(((rng.unit() * 4.0 - 2.0) * 4.0).round() / 4.0);
     let depth = rng.below(4) as usize;
@@ -574,6 +575,12 @@ fn built_context(form: u64, n: usize, point: &[f64], rng: &mut Rng) -> String {
             f_of_array(n, "v"),
             array_literal(point)
         ),
+        // Closures whose environment depends on the input (`y`, captured by every step).
+        4 => format!(
+            "def main = grad (fun (y : Real) -> (fold (fun (h : Real -> Real) (k : Real) -> fun (z : Real) -> h (z * k) + y * z) (fun (z : Real) -> {} * y) {ks}) (0.5 * y)) {}\n",
+            f_through(n, "z", point),
+            lit(point[0])
+        ),
         _ => format!(
             "def main = grad (fun (xs : Array Real) -> let h = fold (fun (h : Real -> Real) (k : Real) -> fun (z : Real) -> h (z + k) * {scale}) (fun (z : Real) -> {}) {ks} in sum (map h xs)) {}\n",
             f_through(n, "z", point),
@@ -586,7 +593,7 @@ fn built_context(form: u64, n: usize, point: &[f64], rng: &mut Rng) -> String {
 /// equal to the reducer's.
 #[test]
 fn compiled_gradients_through_functions_built_at_run_time_equal_the_reducers() {
-    sweep(Sweep { seed: 0xb017_f00d_u64, programs: 60, forms: 4, context: built_context, close, floor: 8 });
+    sweep(Sweep { seed: 0xb017_f00d_u64, programs: 60, forms: 5, context: built_context, close, floor: 10 });
 }
 
 /// Contexts around `f` for per-site fallback: `f` is differentiated through `<+>` of a change a

@@ -1719,6 +1719,8 @@ impl<'m> Transform<'m> {
             want: FxHashSet::default(),
             comps: FxHashMap::default(),
             pbs: FxHashMap::default(),
+            caps: Vec::new(),
+            caps_of: FxHashMap::default(),
         };
         let binds = ad.expand_oplus(binds);
         ad.tys.insert(xid, ("x".into(), x.ty.clone()));
@@ -1885,7 +1887,14 @@ struct Ad<'a, 'm> {
     comps: FxHashMap<LocalId, E>,
     /// `r = h a` through a companion: `r ↦` the pullback closure `pb` of `(r, pb) = hc a`; the
     /// reverse rule of the application is `ā += pb r̄` (rule 5 on the pullback, Lemma 4.4).
-    pbs: FxHashMap<LocalId, E>,
+    pbs: FxHashMap<LocalId, (E, Vec<LocalId>)>,
+    /// The active variables the closures of the loop being augmented capture (`Ad::augment`):
+    /// their companions' pullbacks return these variables' cotangents too, `λg. (ȳ, c̄)` — a
+    /// closure's cotangent is its environment's (Corollary 4.8's pointwise structure).
+    caps: Vec<LocalId>,
+    /// Companion atoms whose pullbacks return the cotangents of active captured variables: the
+    /// atom ↦ those variables (absent: none).
+    caps_of: FxHashMap<LocalId, Vec<LocalId>>,
 }
 
 /// A loop builtin (its function argument is applied per element or step).
@@ -1897,15 +1906,29 @@ fn is_loop(b: Builtin) -> bool {
 /// The type of a companion of a value of type `t` holding functions (see `Ad::comps`): `a -> b *
 /// (b -> a)` for a function `a -> b` of data; a tuple of the components' (`()` where a component
 /// holds no function). `None` for other functions (curried, higher-order, arrays of functions).
-fn comp_ty(t: &Type) -> Option<Type> {
+fn comp_ty(t: &Type, caps: Option<&Type>) -> Option<Type> {
     match t {
         Type::Fun(a, r) if is_data(a) && is_data(r) && differentiable(a) && differentiable(r) => {
-            Some(Type::fun((**a).clone(), Type::tuple(vec![(**r).clone(), Type::fun((**r).clone(), (**a).clone())])))
+            let back = match caps {
+                None => (**a).clone(),
+                Some(c) => Type::tuple(vec![(**a).clone(), c.clone()]),
+            };
+            Some(Type::fun((**a).clone(), Type::tuple(vec![(**r).clone(), Type::fun((**r).clone(), back)])))
         }
         Type::Tuple(ts) if holds_fun(t) => Some(Type::tuple(
-            ts.iter().map(|c| if holds_fun(c) { comp_ty(c) } else { Some(Type::Unit) }).collect::<Option<_>>()?,
+            ts.iter().map(|c| if holds_fun(c) { comp_ty(c, caps) } else { Some(Type::Unit) }).collect::<Option<_>>()?,
         )),
         _ => None,
+    }
+}
+
+/// Functions and discrete data only (a carry an active loop may build closures in without a
+/// cotangent of its own: its closures' cotangents are their environments').
+fn fun_or_discrete(t: &Type) -> bool {
+    match t {
+        Type::Fun(..) => true,
+        Type::Tuple(ts) => ts.iter().all(fun_or_discrete),
+        t => t.is_discrete(),
     }
 }
 
@@ -2098,6 +2121,9 @@ impl Ad<'_, '_> {
             }
             if active {
                 self.active.insert(b.id);
+                if self.companions(out, b, rhs, true) {
+                    continue;
+                }
                 if let Some(s) = self.summed.remove(&b.id) {
                     // `s = sum z` of a fused producer: the loop computed it.
                     out.push(Bind { id: b.id, name: b.name.clone(), ty: b.ty.clone(), rhs: s });
@@ -2126,14 +2152,26 @@ impl Ad<'_, '_> {
                     let hc = match self.comps.get(hid).cloned() {
                         Some(c) => Some(c),
                         None if self.lams.contains_key(hid) => {
+                            // An active λ: its companion gives its captures' cotangents too.
+                            let hv = strip(h).clone();
+                            let caps = if self.is_active(&hv) { self.captures(&[&hv]) } else { Vec::new() };
+                            let saved = std::mem::replace(&mut self.caps, caps);
                             let mut pre = Vec::new();
-                            let c = self.comp_of(&mut pre, &strip(h).clone());
+                            let ok = self
+                                .caps
+                                .iter()
+                                .all(|v| self.tys.get(v).is_some_and(|(_, t)| is_data(t) && differentiable(t)));
+                            let c = if ok { self.comp_of(&mut pre, &hv) } else { None };
+                            self.caps = saved;
                             out.extend(pre);
                             c
                         }
                         None => None,
                     };
-                    if let (false, Some(hc)) = (self.active.contains(hid), hc) {
+                    // An active `h` only when its companion's pullback gives its environment's
+                    // cotangent (`caps_of`).
+                    let caps = hc.as_ref().and_then(local).and_then(|c| self.caps_of.get(&c)).cloned();
+                    if let (true, Some(hc)) = (!self.active.contains(hid) || caps.is_some(), hc) {
                         let Type::Fun(_, rt) = &hc.ty else { return self.err("a companion's type (internal)") };
                         let p = self.emit(out, "p", mk(ExprKind::App(hc.clone(), (*a).clone()), (**rt).clone()));
                         out.push(Bind {
@@ -2143,7 +2181,7 @@ impl Ad<'_, '_> {
                             rhs: at_span(proj(&p, 0), b.rhs.span),
                         });
                         let pb = self.emit(out, "pb", proj(&p, 1));
-                        self.pbs.insert(b.id, pb);
+                        self.pbs.insert(b.id, (pb, caps.unwrap_or_default()));
                         continue;
                     }
                 }
@@ -2163,39 +2201,86 @@ impl Ad<'_, '_> {
                     self.while_forward(out, b, &args)?;
                     continue;
                 }
-            } else if holds_fun(&b.ty) && self.want.contains(&b.id) && !matches!(rhs.kind, ExprKind::Lam(..)) {
-                // (A λ's companion is made where it is needed: `comp_of`.)
-                // An inactive value holding functions whose companion may be needed.
-                let (h, args) = anf::anormal::spine(rhs);
-                if let (
-                    ExprKind::Var(_, VarRef::Builtin(bi @ (Builtin::Fold | Builtin::Iterate | Builtin::While))),
-                    3,
-                ) = (&strip(h).kind, args.len())
-                {
-                    let args: Vec<E> = args.into_iter().cloned().collect();
-                    if self.augment(out, b, *bi, &args) {
-                        continue;
-                    }
-                }
-                out.push(b.clone());
-                let known = match &rhs.kind {
-                    ExprKind::Var(_, VarRef::Local(w)) => self.comps.get(w).cloned(),
-                    ExprKind::Proj(t, k) => match local(t).and_then(|t| self.comps.get(&t)).cloned() {
-                        Some(tc) => Some(self.emit(out, "hc", proj(&tc, *k))),
-                        None => None,
-                    },
-                    _ => None,
-                };
-                let mut pre = Vec::new();
-                if let Some(c) = known.or_else(|| self.comp_of(&mut pre, &b.var())) {
-                    out.extend(pre);
-                    self.comps.insert(b.id, c);
-                }
+            } else if self.companions(out, b, rhs, false) {
                 continue;
             }
             out.push(b.clone());
         }
         Ok(())
+    }
+
+    /// A value holding functions whose companion may be needed (`want`; a λ's is made where it
+    /// is needed, `comp_of`): a loop building functions is augmented (`true`: emitted); a copy or
+    /// a projection takes its source's companion; anything else inactive gets `comp_of`'s
+    /// (`true`: emitted). `active`: the binding is active — only a loop whose closures' active
+    /// captures get cotangents (`augment`), or a copy or projection of a companion, are handled.
+    fn companions(&mut self, out: &mut Vec<Bind>, b: &Bind, rhs: &E, active: bool) -> bool {
+        if !holds_fun(&b.ty) || !self.want.contains(&b.id) || matches!(rhs.kind, ExprKind::Lam(..)) {
+            return false;
+        }
+        let (h, args) = anf::anormal::spine(rhs);
+        if let (ExprKind::Var(_, VarRef::Builtin(bi @ (Builtin::Fold | Builtin::Iterate | Builtin::While))), 3) =
+            (&strip(h).kind, args.len())
+        {
+            let args: Vec<E> = args.into_iter().cloned().collect();
+            if self.augment(out, b, *bi, &args, active) {
+                return true;
+            }
+        }
+        let mut pre = Vec::new();
+        let known = match &rhs.kind {
+            ExprKind::Var(_, VarRef::Local(w)) => self.comps.get(w).cloned(),
+            ExprKind::Proj(t, k) => match local(t).and_then(|t| self.comps.get(&t)).cloned() {
+                Some(tc) => {
+                    let c = self.emit(&mut pre, "hc", proj(&tc, *k));
+                    if let Some(cs) = local(&tc).and_then(|t| self.caps_of.get(&t)).cloned() {
+                        self.caps_of.insert(local(&c).unwrap(), cs);
+                    }
+                    Some(c)
+                }
+                None => None,
+            },
+            // A choice between two functions with companions (`if c then h₁ else h₂`): the
+            // companion of the branch taken (rule `if`).
+            ExprKind::If(cnd, l1, l2) => {
+                let comp = |e: &E| match &strip(e).kind {
+                    ExprKind::Var(_, VarRef::Local(v)) => self.comps.get(v).cloned(),
+                    _ => None,
+                };
+                match (comp(l1), comp(l2)) {
+                    (Some(c1), Some(c2)) if c1.ty == c2.ty => {
+                        let caps = |c: &E| local(c).and_then(|c| self.caps_of.get(&c)).cloned();
+                        let (k1, k2) = (caps(&c1), caps(&c2));
+                        if k1 == k2 {
+                            let c = self.emit(&mut pre, "hc", if_(cnd, c1, c2));
+                            if let Some(k) = k1 {
+                                self.caps_of.insert(local(&c).unwrap(), k);
+                            }
+                            Some(c)
+                        } else {
+                            None
+                        }
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let c = match known {
+            Some(c) => Some(c),
+            None if !active => self.comp_of(&mut pre, &b.var()),
+            None => None,
+        };
+        let Some(c) = c else { return false };
+        self.comps.insert(b.id, c);
+        // (The companion's bindings read only earlier ones.) An active binding is emitted by
+        // the caller, through the rest of the forward phase.
+        out.extend(pre);
+        if active {
+            return false;
+        }
+        out.push(b.clone());
+        true
     }
 
     /// Adds to `want` the inactive function values of `binds` whose companions an application
@@ -2234,6 +2319,10 @@ impl Ad<'_, '_> {
             match &rhs.kind {
                 ExprKind::Var(..) => add(rhs),
                 ExprKind::Proj(t, _) => add(t),
+                ExprKind::If(_, l1, l2) => {
+                    add(strip(l1));
+                    add(strip(l2));
+                }
                 // A λ's companion applies the functions it captures through theirs.
                 ExprKind::Lam(..) => {
                     let mut fv = FxHashSet::default();
@@ -2262,7 +2351,7 @@ impl Ad<'_, '_> {
     /// [`Ad::companion`]; a copy's, a projection's component, a tuple literal's componentwise.
     /// `None` when it is not known.
     fn comp_of(&mut self, pre: &mut Vec<Bind>, a: &E) -> Option<E> {
-        if !holds_fun(&a.ty) || self.is_active(a) {
+        if !holds_fun(&a.ty) || (self.is_active(a) && self.caps.is_empty()) {
             return None;
         }
         if let Some(c) = local(a).and_then(|id| self.comps.get(&id)) {
@@ -2271,7 +2360,11 @@ impl Ad<'_, '_> {
         if is_fun(&a.ty) {
             if let Ok(l) = self.lam_of(a) {
                 let c = self.companion(&l).ok()?;
-                return Some(self.emit(pre, "hc", c));
+                let c = self.emit(pre, "hc", c);
+                if !self.caps.is_empty() {
+                    self.caps_of.insert(local(&c).unwrap(), self.caps.clone());
+                }
+                return Some(c);
             }
         }
         let id = local(a)?;
@@ -2284,9 +2377,22 @@ impl Ad<'_, '_> {
                     mk(ExprKind::Lit(Lit::Unit), Type::Unit)
                 });
             }
-            return Some(self.emit(pre, "hc", tuple(parts)));
+            let c = self.emit(pre, "hc", tuple(parts));
+            if !self.caps.is_empty() {
+                self.caps_of.insert(local(&c).unwrap(), self.caps.clone());
+            }
+            return Some(c);
         }
         None
+    }
+
+    /// The type of the cotangents of `caps` (one variable's own type, or a tuple of them).
+    fn caps_ty(&self, caps: &[LocalId]) -> Option<Type> {
+        match caps {
+            [] => None,
+            [c] => Some(self.tys[c].1.clone()),
+            cs => Some(Type::tuple(cs.iter().map(|c| self.tys[c].1.clone()).collect())),
+        }
     }
 
     /// The companion of the λ `lamf : a -> b` (a and b data): `λy. let F in (r, λg. let R in ȳ)`,
@@ -2308,17 +2414,21 @@ impl Ad<'_, '_> {
         let mut binds = Vec::new();
         self.bind_pat(&mut binds, &ps[0], y.clone())?;
         binds.extend(bb);
+        // The captured active variables (`caps`, roots) and their copies and parts are active.
+        let caps = self.caps.clone();
+        let active: FxHashSet<LocalId> =
+            self.active.iter().copied().filter(|v| caps.contains(&self.root(*v))).collect();
         let mut ad = Ad {
             t: &mut *self.t,
-            active: FxHashSet::default(),
+            active,
             lams: self.lams.clone(),
             adj: FxHashMap::default(),
             tys: self.tys.clone(),
             loops: FxHashMap::default(),
-            alias: FxHashMap::default(),
+            alias: self.alias.clone(),
             tuples: self.tuples.clone(),
             unread: Vec::new(),
-            paths: FxHashMap::default(),
+            paths: self.paths.clone(),
             lens: self.lens.clone(),
             builds: FxHashMap::default(),
             sums: summed_producers(&binds, &res),
@@ -2330,6 +2440,8 @@ impl Ad<'_, '_> {
             want: FxHashSet::default(),
             comps: self.comps.clone(),
             pbs: FxHashMap::default(),
+            caps: Vec::new(),
+            caps_of: self.caps_of.clone(),
         };
         ad.tys.insert(yid, ("y".into(), a.clone()));
         if !a.is_discrete() {
@@ -2345,7 +2457,19 @@ impl Ad<'_, '_> {
         }
         ad.reverse(&mut rev, &binds)?;
         let gy = ad.adj.remove(&yid);
-        let gy = ad.materialize(&mut rev, gy, &a, &y)?;
+        let mut gy = ad.materialize(&mut rev, gy, &a, &y)?;
+        if !caps.is_empty() {
+            // The environment's cotangent: each captured active variable's.
+            let mut cs = Vec::new();
+            for c in &caps {
+                let g = ad.adj.remove(c);
+                let v = ad.var_of(*c);
+                let t = v.ty.clone();
+                cs.push(ad.materialize(&mut rev, g, &t, &v)?);
+            }
+            let cs = if cs.len() == 1 { cs.pop().unwrap() } else { tuple(cs) };
+            gy = tuple(vec![gy, cs]);
+        }
         let pb = lam(gid, &"g".into(), &r, lets(rev, gy));
         Ok(lam(yid, &"y".into(), &a, lets(fwd, tuple(vec![res, pb]))))
     }
@@ -2357,9 +2481,12 @@ impl Ad<'_, '_> {
     /// `hc` for the `h` it captures). The primal is computed as before, in the same order (a
     /// companion is a λ: making it cannot fail). `false` (nothing emitted) when a companion is not
     /// known (a function of another type, a step that is not a known λ, …).
-    fn augment(&mut self, out: &mut Vec<Bind>, b: &Bind, bi: Builtin, args: &[E]) -> bool {
+    fn augment(&mut self, out: &mut Vec<Bind>, b: &Bind, bi: Builtin, args: &[E], active: bool) -> bool {
         let mut pre = Vec::new();
-        match self.augment_into(&mut pre, b, bi, args) {
+        let saved = std::mem::take(&mut self.caps);
+        let r = self.augment_into(&mut pre, b, bi, args, active);
+        self.caps = saved;
+        match r {
             Ok(true) => {
                 out.extend(pre);
                 true
@@ -2373,15 +2500,37 @@ impl Ad<'_, '_> {
         }
     }
 
-    fn augment_into(&mut self, out: &mut Vec<Bind>, b: &Bind, bi: Builtin, args: &[E]) -> R<bool> {
-        let Some(cty) = comp_ty(&b.ty) else { return Ok(false) };
+    fn augment_into(&mut self, out: &mut Vec<Bind>, b: &Bind, bi: Builtin, args: &[E], active: bool) -> R<bool> {
         let (step, z0, arity) = match bi {
             Builtin::Fold => (&args[0], &args[1], 2),
             _ => (&args[1], &args[2], 1),
         };
+        // An active loop: its closures capture active variables (`caps`), whose cotangents their
+        // companions' pullbacks return. Only when the carry holds no active data of its own (a
+        // closure's cotangent is then its environment's) and the folded array is inactive.
+        let caps = if active {
+            if !fun_or_discrete(&b.ty) || (bi == Builtin::Fold && self.is_active(&args[2])) {
+                return Ok(false);
+            }
+            let caps = self.captures(&[step, z0]);
+            if caps.is_empty()
+                || caps.iter().any(|v| self.tys.get(v).is_none_or(|(_, t)| !is_data(t) || !differentiable(t)))
+            {
+                return Ok(false);
+            }
+            caps
+        } else {
+            Vec::new()
+        };
+        self.caps = caps.clone();
+        let capty = self.caps_ty(&caps);
+        let Some(cty) = comp_ty(&b.ty, capty.as_ref()) else { return Ok(false) };
         let Some(zc) = self.comp_of(out, z0) else { return Ok(false) };
+        if zc.ty != cty {
+            return Ok(false);
+        }
         let lamf = self.lam_of(step)?;
-        let aty = Type::tuple(vec![b.ty.clone(), cty]);
+        let aty = Type::tuple(vec![b.ty.clone(), cty.clone()]);
         let (ps, bb, res) = self.fresh_lam(&lamf, arity)?;
         let sid = self.t.fresh();
         let s = var(sid, &"s".into(), &aty);
@@ -2390,6 +2539,9 @@ impl Ad<'_, '_> {
         binds.push(Bind { id: cid, name: "c".into(), ty: b.ty.clone(), rhs: proj(&s, 0) });
         let mut body = Vec::new();
         let hc = self.emit(&mut body, "hc", proj(&s, 1));
+        if !caps.is_empty() {
+            self.caps_of.insert(local(&hc).unwrap(), caps.clone());
+        }
         self.comps.insert(cid, hc);
         self.bind_pat(&mut binds, &ps[0], var(cid, &"c".into(), &b.ty))?;
         binds.extend(bb);
@@ -2397,7 +2549,15 @@ impl Ad<'_, '_> {
             self.want.insert(r);
         }
         self.forward(&mut body, &binds, &res)?;
+        // Active data the step makes (`let w = x * k in λy. h (y * w)`) would need the step's own
+        // reverse: not compiled.
+        if binds.iter().any(|x| self.active.contains(&x.id) && !holds_fun(&x.ty)) {
+            return Ok(false);
+        }
         let Some(rc) = self.comp_of(&mut body, &res) else { return Ok(false) };
+        if rc.ty != cty {
+            return Ok(false);
+        }
         let mut f = lets(body, tuple(vec![res, rc]));
         if arity == 2 {
             let ty = Type::fun(ps[1].ty.clone(), f.ty.clone());
@@ -2423,6 +2583,9 @@ impl Ad<'_, '_> {
         let r = self.emit(out, "r", at_span(call(bi, &call_args, aty), b.rhs.span));
         out.push(Bind { id: b.id, name: b.name.clone(), ty: b.ty.clone(), rhs: proj(&r, 0) });
         let rc = self.emit(out, "hc", proj(&r, 1));
+        if !caps.is_empty() {
+            self.caps_of.insert(local(&rc).unwrap(), caps);
+        }
         self.comps.insert(b.id, rc);
         Ok(true)
     }
@@ -3034,15 +3197,27 @@ impl Ad<'_, '_> {
                     // Through the function's companion (`forward`): rule 5 on its pullback at
                     // the argument, `ā += pb r̄`.
                     _ if self.pbs.contains_key(&b.id) && args.len() == 1 => {
-                        let pb = self.pbs[&b.id].clone();
+                        let (pb, caps) = self.pbs[&b.id].clone();
                         let gv = self.materialize(out, Some(g), &z.ty, &z)?;
                         let Type::Fun(_, at) = &pb.ty else { return self.err("a pullback's type (internal)") };
                         let at = (**at).clone();
-                        let d = self.emit(out, "d", mk(ExprKind::App(pb, gv), at));
-                        match self.decompose(out, &d, true)? {
-                            Some(a) => self.add(out, &args[0], a),
-                            None => Ok(()),
+                        let o = self.emit(out, "d", mk(ExprKind::App(pb, gv), at));
+                        let d = if caps.is_empty() { o.clone() } else { self.emit(out, "d", proj(&o, 0)) };
+                        if let Some(a) = self.decompose(out, &d, true)? {
+                            self.add(out, &args[0], a)?;
                         }
+                        // The environment's cotangent: into each captured variable's adjoint.
+                        if !caps.is_empty() {
+                            let cs = self.emit(out, "d", proj(&o, 1));
+                            for (i, c) in caps.iter().enumerate() {
+                                let ci = if caps.len() == 1 { cs.clone() } else { self.emit(out, "d", proj(&cs, i)) };
+                                if let Some(a) = self.decompose(out, &ci, true)? {
+                                    let v = self.var_of(*c);
+                                    self.add(out, &v, a)?;
+                                }
+                            }
+                        }
+                        Ok(())
                     }
                     _ => self.err("a gradient through a call of a function not known at compile time"),
                 }
@@ -3303,6 +3478,11 @@ impl Ad<'_, '_> {
                     Some((_, t)) if is_fun(t) => {
                         if let Some(l) = self.lams.get(&id) {
                             work.push(l.clone());
+                        }
+                        // A function built at run time: the variables its companion's pullback
+                        // gives cotangents of.
+                        if let Some(cs) = self.comps.get(&id).and_then(local).and_then(|c| self.caps_of.get(&c)) {
+                            work.extend(cs.iter().map(|c| self.var_of(*c)));
                         }
                     }
                     // A part's adjoint lives in its deep root's: that one is carried.
