@@ -2474,13 +2474,14 @@ impl Ad<'_, '_> {
         Ok(lam(yid, &"y".into(), &a, lets(fwd, tuple(vec![res, pb]))))
     }
 
-    /// An inactive `b = fold f z xs` / `iterate n f z` / `while p f z` whose carry holds
-    /// functions (`fold (λh k. λy. h (y * k)) sq ks`), made to carry each function's companion
-    /// beside it: `(b, bc) = fold (λ(h, hc) k. let r = f h k in (r, companion of r)) (z, zc) xs`,
-    /// the step's body run through the forward phase (so a λ it returns gets its companion, with
-    /// `hc` for the `h` it captures). The primal is computed as before, in the same order (a
-    /// companion is a λ: making it cannot fail). `false` (nothing emitted) when a companion is not
-    /// known (a function of another type, a step that is not a known λ, …).
+    /// A `b = fold f z xs` / `iterate n f z` / `while p f z` whose carry holds functions (`fold
+    /// (λh k. λy. h (y * k)) sq ks`), made to carry each function's companion beside it: `(b, bc)
+    /// = fold (λ(h, hc) k. let r = f h k in (r, companion of r)) (z, zc) xs`, the step's body run
+    /// through the forward phase (so a λ it returns gets its companion, with `hc` for the `h` it
+    /// captures). The primal is computed as before, in the same order (a companion is a λ: making
+    /// it cannot fail). `active`: the closures capture active variables (`caps`), whose cotangents
+    /// every companion's pullback returns. `false` (nothing emitted) when a companion is not known
+    /// (a function of another type, a step that is not a known λ, active data the step makes, …).
     fn augment(&mut self, out: &mut Vec<Bind>, b: &Bind, bi: Builtin, args: &[E], active: bool) -> bool {
         let mut pre = Vec::new();
         let saved = std::mem::take(&mut self.caps);
@@ -2491,12 +2492,9 @@ impl Ad<'_, '_> {
                 out.extend(pre);
                 true
             }
-            r => {
-                if std::env::var("NABLA_DEBUG_AUG").is_ok() {
-                    eprintln!("augment failed: {r:?}");
-                }
-                false
-            }
+            // Not augmented (a companion not known): the loop stays as it was, and a call of
+            // what it builds is refused where it is differentiated.
+            _ => false,
         }
     }
 
