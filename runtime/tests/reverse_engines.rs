@@ -741,6 +741,10 @@ fn functions_built_at_run_time_compile() {
         ("def main = grad (fun x -> (fold (fun (h : Real -> Real) (k : Real) -> fun (y : Real) -> h (y * k) + x * y) (fun (y : Real) -> y * y * x) [0.5, 2.0, 3.0]) 0.7) 1.5".to_string(), ""),
         ("def main = grad (fun (v : Array Real) -> (iterate 3 (fun (h : Real -> Real) -> fun (y : Real) -> h (y * v.[0]) + v.[1] * y) (fun (y : Real) -> sin (y * v.[2]))) 0.3) [1.1, 0.5, 2.0]".to_string(), ""),
         ("def main = grad (fun (p : Real * Real) -> let h = fold (fun (h : Real -> Real) (k : Real) -> fun (y : Real) -> h (y + k * p.1)) (fun (y : Real) -> y * p.2) [1.0, 2.0] in sum (map h [0.5, 1.5])) (0.3, 2.0)".to_string(), "(12.0, 3.8)"),
+        // Active data the step makes and its closures capture, recomputed by their companions.
+        ("def main = grad (fun x -> (fold (fun (h : Real -> Real) (k : Real) -> let w = k * x in fun (y : Real) -> h (y * w)) (fun (y : Real) -> y * y) [0.5, 2.0]) 1.0) 1.5".to_string(), "13.5"),
+        ("def main = grad (fun x -> (fold (fun (h : Real -> Real) (k : Real) -> let w = k * x in let u = sin w + k in fun (y : Real) -> h (y * u) + w) (fun (y : Real) -> y * y * x) [0.5, 2.0, 1.5]) 0.8) 1.2".to_string(), ""),
+        ("def main = grad (fun (v : Array Real) -> (iterate 2 (fun (h : Real -> Real) -> let s = sum v in fun (y : Real) -> h (y * s) * v.[0]) (fun (y : Real) -> exp y)) 0.3) [0.4, 0.2]".to_string(), ""),
         // A choice between built functions: the companion of the branch taken; a λ inlining
         // left applied (`fold f z []` is `z`) capturing the input.
         (format!("{comp}def main = build 3 (fun i -> grad (fun x -> (if i > 0 then comp [1.0, 2.0] else comp [3.0]) x) 1.5)"), "[27.0, 12.0, 12.0]"),
@@ -789,14 +793,14 @@ fn errors_inside_built_functions_are_the_interpreters() {
 /// What stays with the interpreter, per site and with a note: a gradient of a gradient through a
 /// function built at run time (the outer site would need the companion of a companion; the
 /// reducer itself stops on it once a closure is composed in), and a loop whose step computes
-/// active data its closures capture (`let w = k * x in λy. …`: the step's own reverse would be
-/// needed). The values are the reducer's.
+/// active data its closures capture by a loop (`let w = fold … in λy. …`: the step's own reverse
+/// would be needed). The values are the reducer's.
 #[test]
 fn built_functions_not_compiled_yet_fall_back_per_site() {
     let cases = [
         // (With a closure composed in, the reducer itself stops: "pullbacks nested too deeply".)
         "def comp (ks : Array Real) = fold (fun (h : Real -> Real) (k : Real) -> fun (y : Real) -> h (y * k)) (fun (y : Real) -> y * y * y) ks\ndef main = grad (fun x -> grad (comp []) x) 1.5",
-        "def main = grad (fun x -> (fold (fun (h : Real -> Real) (k : Real) -> let w = k * x in fun (y : Real) -> h (y * w)) (fun (y : Real) -> y * y) [0.5, 2.0]) 1.0) 1.5",
+        "def main = grad (fun x -> (fold (fun (h : Real -> Real) (k : Real) -> let w = fold (fun a b -> a + b * x) 0.0 [k, 1.0] in fun (y : Real) -> h (y * w)) (fun (y : Real) -> y * y) [0.5, 2.0]) 1.0) 1.5",
     ];
     frontend::with_big_stack(|| {
         for src in cases {

@@ -577,7 +577,7 @@ fn built_context(form: u64, n: usize, point: &[f64], rng: &mut Rng) -> String {
         ),
         // Closures whose environment depends on the input (`y`, captured by every step).
         4 => format!(
-            "def main = grad (fun (y : Real) -> (fold (fun (h : Real -> Real) (k : Real) -> fun (z : Real) -> h (z * k) + y * z) (fun (z : Real) -> {} * y) {ks}) (0.5 * y)) {}\n",
+            "def main = grad (fun (y : Real) -> (fold (fun (h : Real -> Real) (k : Real) -> let w = k * y in fun (z : Real) -> h (z * k) + w * z) (fun (z : Real) -> {} * y) {ks}) (0.5 * y)) {}\n",
             f_through(n, "z", point),
             lit(point[0])
         ),

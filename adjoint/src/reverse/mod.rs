@@ -1721,6 +1721,7 @@ impl<'m> Transform<'m> {
             pbs: FxHashMap::default(),
             caps: Vec::new(),
             caps_of: FxHashMap::default(),
+            remat: Vec::new(),
         };
         let binds = ad.expand_oplus(binds);
         ad.tys.insert(xid, ("x".into(), x.ty.clone()));
@@ -1895,6 +1896,10 @@ struct Ad<'a, 'm> {
     /// Companion atoms whose pullbacks return the cotangents of active captured variables: the
     /// atom ↦ those variables (absent: none).
     caps_of: FxHashMap<LocalId, Vec<LocalId>>,
+    /// Active data the step of the loop being augmented makes (`w = k * x`, no loop in it), in
+    /// order: a companion of a λ that captures such a value recomputes it from the active
+    /// variables it is made of, so its cotangent reaches them (`Ad::companion`).
+    remat: Vec<Bind>,
 }
 
 /// A loop builtin (its function argument is applied per element or step).
@@ -2412,8 +2417,29 @@ impl Ad<'_, '_> {
         let yid = self.t.fresh();
         let y = var(yid, &"y".into(), &a);
         let mut binds = Vec::new();
-        self.bind_pat(&mut binds, &ps[0], y.clone())?;
-        binds.extend(bb);
+        // Active data of the loop's step the λ captures, recomputed first (fresh binders, the
+        // λ's body renamed to them): its cotangent then reaches the captured active variables.
+        let mut need = FxHashSet::default();
+        free_locals(lamf, &mut need);
+        let mut picked = vec![false; self.remat.len()];
+        for (i, r) in self.remat.iter().enumerate().rev() {
+            if need.contains(&r.id) {
+                picked[i] = true;
+                free_locals(&r.rhs, &mut need);
+            }
+        }
+        let mut ren = FxHashMap::default();
+        for (r, _) in self.remat.clone().iter().zip(&picked).filter(|(_, p)| **p) {
+            let id = self.t.fresh();
+            let rhs = rename(&self.t.refresh(&r.rhs), &ren);
+            ren.insert(r.id, id);
+            binds.push(Bind { id, name: r.name.clone(), ty: r.ty.clone(), rhs });
+        }
+        let mut pat = Vec::new();
+        self.bind_pat(&mut pat, &ps[0], y.clone())?;
+        binds.extend(pat);
+        binds.extend(bb.into_iter().map(|b| Bind { rhs: rename(&b.rhs, &ren), ..b }));
+        let res = rename(&res, &ren);
         // The captured active variables (`caps`, roots) and their copies and parts are active.
         let caps = self.caps.clone();
         let active: FxHashSet<LocalId> =
@@ -2442,6 +2468,7 @@ impl Ad<'_, '_> {
             pbs: FxHashMap::default(),
             caps: Vec::new(),
             caps_of: self.caps_of.clone(),
+            remat: Vec::new(),
         };
         ad.tys.insert(yid, ("y".into(), a.clone()));
         if !a.is_discrete() {
@@ -2485,8 +2512,10 @@ impl Ad<'_, '_> {
     fn augment(&mut self, out: &mut Vec<Bind>, b: &Bind, bi: Builtin, args: &[E], active: bool) -> bool {
         let mut pre = Vec::new();
         let saved = std::mem::take(&mut self.caps);
+        let saved_remat = std::mem::take(&mut self.remat);
         let r = self.augment_into(&mut pre, b, bi, args, active);
         self.caps = saved;
+        self.remat = saved_remat;
         match r {
             Ok(true) => {
                 out.extend(pre);
@@ -2547,10 +2576,16 @@ impl Ad<'_, '_> {
             self.want.insert(r);
         }
         self.forward(&mut body, &binds, &res)?;
-        // Active data the step makes (`let w = x * k in λy. h (y * w)`) would need the step's own
-        // reverse: not compiled.
-        if binds.iter().any(|x| self.active.contains(&x.id) && !holds_fun(&x.ty)) {
-            return Ok(false);
+        // Active data the step makes (`let w = x * k in λy. h (y * w)`): a companion recomputes
+        // what its λ captures of it (`remat`); made by a loop, it would need the step's own
+        // reverse (not compiled).
+        for x in &binds {
+            if self.active.contains(&x.id) && !holds_fun(&x.ty) {
+                if mentions_loop(&x.rhs) || matches!(strip(&x.rhs).kind, ExprKind::Lam(..)) {
+                    return Ok(false);
+                }
+                self.remat.push(x.clone());
+            }
         }
         let Some(rc) = self.comp_of(&mut body, &res) else { return Ok(false) };
         if rc.ty != cty {
