@@ -66,7 +66,7 @@ fn nested_data_on_both_engines() {
 }
 
 /// A gradient compiled reverse mode (`adjoint::reverse`) handles runs as native code; one it does
-/// not (the gradient of a function a `fold` builds at run time) falls back alone, as under `nabla
+/// not (a gradient through `<+>` of a change a `fold` makes) falls back alone, as under `nabla
 /// run`: that site runs on the interpreter with a note naming it (with its line and column) and
 /// the rest of the definition stays native, a loop included. All compute what `nabla run --interp`
 /// does.
@@ -74,7 +74,7 @@ fn nested_data_on_both_engines() {
 fn gradients_compile_where_reverse_mode_does() {
     frontend::with_big_stack(|| {
         let src = "def sumsq (xs : Array Real) = grad (fun (v : Array Real) -> sum (map (fun x -> x * x) v)) xs
-def built (c : Bool) (g : Real) = grad (fold (fun (h : Real -> Real) (k : Real) -> fun (y : Real) -> h (y * k)) (fun (y : Real) -> y * y) [if c then 0.5 else 1.0]) g
+def built (c : Bool) (g : Real) = grad (fun (y : Real) -> (y * y * (if c then 0.25 else 1.0)) <+> fold (fun d (k : Real) -> if k > 0.75 then gchange realGroup k else d) (gchange realGroup 0.0) [if c then 0.5 else 1.0]) g
 def mixed (xs : Array Real) (c : Bool) = (sum (map (fun x -> x * x) xs), built c (sum xs), sumsq xs)
 def main = (sumsq [1.0, -2.0], built true 3.0, mixed [1.0, 2.0] false)
 ";
@@ -85,7 +85,7 @@ def main = (sumsq [1.0, -2.0], built true 3.0, mixed [1.0, 2.0] false)
         assert_eq!(built.backend(), Backend::Mixed);
         let note = built.note().unwrap();
         assert!(
-            note.contains("a gradient through a call of a function not known at compile time")
+            note.contains("a gradient through `<+>` of a change chosen at run time")
                 && note.contains("(at 2:")
                 && note.contains("evaluated by the reference interpreter"),
             "{note}"
@@ -104,7 +104,7 @@ def main = (sumsq [1.0, -2.0], built true 3.0, mixed [1.0, 2.0] false)
         built.call_bound().unwrap();
         assert_eq!(built.last_result().unwrap().to_string(), "-4.0");
         // An error at the interpreted site is the interpreter's, and the next call goes on.
-        let src = "def f (xs : Array Real) (i : Int) = grad (fold (fun (h : Real -> Real) (k : Real) -> fun (y : Real) -> h (y * k)) (fun (y : Real) -> y * y) [xs.[i]]) 1.0";
+        let src = "def f (xs : Array Real) (i : Int) = grad (fun (y : Real) -> (y * y * 4.0) <+> fold (fun d (k : Real) -> gchange realGroup k) (replace 0.0) [xs.[i]]) 1.0";
         let mut f = Function::new(src, "f").unwrap();
         assert_eq!(f.backend(), Backend::Mixed);
         let e = f.call(&[reals(&[2.0]), Value::Int(3)]).unwrap_err();
@@ -156,7 +156,7 @@ fn bound_arguments_are_called_many_times() {
   grad (fun (m : Array (Array Real)) -> sum (map (fun r -> dot r r) m)) m
 def same (m : Array (Array Real)) (k : Int) = (m, k)
 def at (xs : Array Real) (i : Int) = xs.[i]
-def nested (x : Real) = grad (fold (fun (h : Real -> Real) (k : Real) -> fun (y : Real) -> h (y * k)) (fun (y : Real) -> y * y) [1.0]) x
+def nested (x : Real) = grad (fun (y : Real) -> (y * y) <+> fold (fun d (k : Real) -> gchange realGroup k) (replace 0.0) [1.0]) x
 ";
         let m = array(vec![reals(&[1.0, -2.0]), reals(&[0.5])]);
         let mut g = Function::new(src, "gradRows").unwrap();

@@ -26,7 +26,7 @@ fn bench_reports_both_engines() {
     let h = dir.join("pullback.nbl");
     std::fs::write(
         &h,
-        "def main = grad (fun (g : Real) -> (fold (fun (h : Real -> Real) (k : Real) -> fun (y : Real) -> h (y * k)) (fun (y : Real) -> y * y) [if g > 0.0 then 1.0 else 0.5]) g) 3.0\n",
+        "def main = grad (fun (g : Real) -> (g * g) <+> fold (fun d (k : Real) -> if k > 0.75 then gchange realGroup k else d) (replace 0.0) [if g > 0.0 then 1.0 else 0.5]) 3.0\n",
     )
     .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_nabla")).arg("bench").arg(&h).output().unwrap();

@@ -88,23 +88,23 @@ fn closures_nested_without_bound_are_an_error_not_a_crash() {
     assert_eq!(f.call_f64(&[Arg::Int(7)]).unwrap(), 7.0);
 }
 
-/// A differentiation site the compiler does not handle yet (here the gradient of a function a
-/// `fold` builds at run time) falls back alone, as under `nabla run`: the definition compiles,
+/// A differentiation site the compiler does not handle yet (here a gradient through `<+>` of a
+/// change a `fold` makes) falls back alone, as under `nabla run`: the definition compiles,
 /// the site runs on the interpreter at each call's values (a definition it reads included), the
 /// note names it with its line and column, and a `Gradient` of a definition that calls such a
 /// definition outside what it differentiates compiles too.
 #[test]
 fn an_uncompiled_site_falls_back_alone_in_the_api() {
     let src = "def ks = [0.5, 2.0]
-def built (x : Real) = grad (fold (fun (h : Real -> Real) (k : Real) -> fun (y : Real) -> h (y * k)) (fun (y : Real) -> y * y) ks) x
+def built (x : Real) = grad (fun (y : Real) -> (y * y) <+> fold (fun d (k : Real) -> if k > 1.0 then d else gchange realGroup k) (replace 0.0) ks) x
 def loop (xs : Array Real) = sum (map (fun x -> x * x) xs) + built (sum xs)
 def loss (xs : Array Real) = sum (map (fun x -> x * x * built 1.0) xs)
 ";
-    // (y·k₂·k₁)² at x: its gradient is 2x(k₁k₂)² = 2x.
+    // y² <+> gchange realGroup 0.5 = y² + 0.5 at x: its gradient is 2x.
     let mut built = Compiled::new(src, "built").unwrap();
     let note = built.note().expect("a note").to_string();
     assert!(
-        note.contains("a gradient through a call of a function not known at compile time (at 2:")
+        note.contains("a gradient through `<+>` of a change chosen at run time (at 2:")
             && note.contains("that site is evaluated by the reference interpreter"),
         "{note}"
     );
@@ -126,4 +126,22 @@ def loss (xs : Array Real) = sum (map (fun x -> x * x * built 1.0) xs)
     assert_eq!(g, [4.0, -12.0]);
     // Compiled code alone has no note.
     assert!(Compiled::new(SRC, "poly").unwrap().note().is_none());
+    // A gradient through a function a `fold` builds at run time compiles: (y·k₂·k₁)² at x, its
+    // gradient 2x(k₁k₂)² = 2x.
+    let src = "def ks = [0.5, 2.0]
+def built (x : Real) = grad (fold (fun (h : Real -> Real) (k : Real) -> fun (y : Real) -> h (y * k)) (fun (y : Real) -> y * y) ks) x
+def loss (xs : Array Real) = sum (map (fun x -> x * x * built 1.0) xs)
+";
+    let mut built = Compiled::new(src, "built").unwrap();
+    assert!(built.note().is_none(), "{:?}", built.note());
+    for x in [-1.5, 0.0, 3.0] {
+        assert_eq!(built.call_f64(&[Arg::Real(x)]).unwrap(), 2.0 * x);
+    }
+    // Σ x² · built 1.0 = Σ 2x², differentiated: 4x (the inner gradient compiled, a constant of
+    // the outer one).
+    let mut loss = runtime::api::Gradient::new(src, "loss").unwrap();
+    assert!(loss.note().is_none(), "{:?}", loss.note());
+    let mut g = [0.0; 2];
+    assert_eq!(loss.call(&[Arg::Reals(&[1.0, -3.0])], &mut g).unwrap(), 20.0);
+    assert_eq!(g, [4.0, -12.0]);
 }

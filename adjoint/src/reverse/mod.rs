@@ -1717,6 +1717,12 @@ impl<'m> Transform<'m> {
             selects: FxHashMap::default(),
             changes: FxHashMap::default(),
             frozen: FxHashSet::default(),
+            want: FxHashSet::default(),
+            comps: FxHashMap::default(),
+            pbs: FxHashMap::default(),
+            caps: Vec::new(),
+            caps_of: FxHashMap::default(),
+            remat: Vec::new(),
         };
         let binds = ad.expand_oplus(binds);
         ad.tys.insert(xid, ("x".into(), x.ty.clone()));
@@ -1956,6 +1962,65 @@ struct Ad<'a, 'm> {
     folds: FxHashMap<LocalId, bool>,
     /// Selecting folds (`z = fold (λm v. max m v) z0 xs`): `z ↦` what their reverse reads.
     selects: FxHashMap<LocalId, SelectRev>,
+    /// Inactive values holding functions whose *companions* may be needed (see `comps`): the
+    /// heads of applications, and backwards through copies, projections, tuples and the initial
+    /// carries of loops (`Ad::wanted`).
+    want: FxHashSet<LocalId>,
+    /// Companions of inactive functions not known at compile time (a closure a loop builds):
+    /// `h : a -> b` ↦ an atom `hc : a -> b * (b -> a)`, `hc y = (h y, λg. ȳ)` — the function's
+    /// pullback at `y` (Mak & Ong's `(Ω h)·ω` at a point: its value and its transposed
+    /// derivative as a closure, rule 17's λa. (λv. S)*·…). A tuple holding functions maps to the
+    /// tuple of its components' companions (`()` for a component without functions).
+    comps: FxHashMap<LocalId, E>,
+    /// `r = h a` through a companion: `r ↦` the pullback closure `pb` of `(r, pb) = hc a`; the
+    /// reverse rule of the application is `ā += pb r̄` (rule 5 on the pullback, Lemma 4.4).
+    pbs: FxHashMap<LocalId, (E, Vec<LocalId>)>,
+    /// The active variables the closures of the loop being augmented capture (`Ad::augment`):
+    /// their companions' pullbacks return these variables' cotangents too, `λg. (ȳ, c̄)` — a
+    /// closure's cotangent is its environment's (Corollary 4.8's pointwise structure).
+    caps: Vec<LocalId>,
+    /// Companion atoms whose pullbacks return the cotangents of active captured variables: the
+    /// atom ↦ those variables (absent: none).
+    caps_of: FxHashMap<LocalId, Vec<LocalId>>,
+    /// Active data the step of the loop being augmented makes (`w = k * x`, no loop in it), in
+    /// order: a companion of a λ that captures such a value recomputes it from the active
+    /// variables it is made of, so its cotangent reaches them (`Ad::companion`).
+    remat: Vec<Bind>,
+}
+
+/// A loop builtin (its function argument is applied per element or step).
+fn is_loop(b: Builtin) -> bool {
+    use Builtin as B;
+    matches!(b, B::Build | B::Map | B::ZipWith | B::Fold | B::Iterate | B::While)
+}
+
+/// The type of a companion of a value of type `t` holding functions (see `Ad::comps`): `a -> b *
+/// (b -> a)` for a function `a -> b` of data; a tuple of the components' (`()` where a component
+/// holds no function). `None` for other functions (curried, higher-order, arrays of functions).
+fn comp_ty(t: &Type, caps: Option<&Type>) -> Option<Type> {
+    match t {
+        Type::Fun(a, r) if is_data(a) && is_data(r) && differentiable(a) && differentiable(r) => {
+            let back = match caps {
+                None => (**a).clone(),
+                Some(c) => Type::tuple(vec![(**a).clone(), c.clone()]),
+            };
+            Some(Type::fun((**a).clone(), Type::tuple(vec![(**r).clone(), Type::fun((**r).clone(), back)])))
+        }
+        Type::Tuple(ts) if holds_fun(t) => Some(Type::tuple(
+            ts.iter().map(|c| if holds_fun(c) { comp_ty(c, caps) } else { Some(Type::Unit) }).collect::<Option<_>>()?,
+        )),
+        _ => None,
+    }
+}
+
+/// Functions and discrete data only (a carry an active loop may build closures in without a
+/// cotangent of its own: its closures' cotangents are their environments').
+fn fun_or_discrete(t: &Type) -> bool {
+    match t {
+        Type::Fun(..) => true,
+        Type::Tuple(ts) => ts.iter().all(fun_or_discrete),
+        t => t.is_discrete(),
+    }
 }
 
 /// Is `e` a Real primitive applied to its arguments whose partials read its result
@@ -2073,6 +2138,7 @@ impl Ad<'_, '_> {
     /// carry), recording activity, types and let-bound λs.
     fn forward(&mut self, out: &mut Vec<Bind>, binds: &[Bind], res: &E) -> R<()> {
         self.frozen.extend(discrete_reads(binds, res));
+        self.wanted(binds);
         for b in binds {
             self.tys.insert(b.id, (b.name.clone(), b.ty.clone()));
             let rhs = strip(&b.rhs);
@@ -2146,6 +2212,9 @@ impl Ad<'_, '_> {
             }
             if active {
                 self.active.insert(b.id);
+                if self.companions(out, b, rhs, true) {
+                    continue;
+                }
                 if let Some(s) = self.summed.remove(&b.id) {
                     // `s = sum z` of a fused producer: the loop computed it.
                     out.push(Bind { id: b.id, name: b.name.clone(), ty: b.ty.clone(), rhs: s });
@@ -2165,6 +2234,48 @@ impl Ad<'_, '_> {
                     return self.err(format!("a gradient through a value of type {}", b.ty));
                 }
                 let (h, args) = anf::anormal::spine(rhs);
+                // `r = h a`, `h` a function not known at compile time whose environment is
+                // inactive, through its companion: `(r, pb) = hc a` (rule 17 at the point `a`:
+                // the value and the pullback), the reverse `ā += pb r̄` (`rule`).
+                if let (ExprKind::Var(_, VarRef::Local(hid)), [a]) = (&strip(h).kind, args.as_slice()) {
+                    // (A let-bound λ inlining left applied — `fold f z []` unrolled to `z` — gets
+                    // its companion here.)
+                    let hc = match self.comps.get(hid).cloned() {
+                        Some(c) => Some(c),
+                        None if self.lams.contains_key(hid) => {
+                            // An active λ: its companion gives its captures' cotangents too.
+                            let hv = strip(h).clone();
+                            let caps = if self.is_active(&hv) { self.captures(&[&hv]) } else { Vec::new() };
+                            let saved = std::mem::replace(&mut self.caps, caps);
+                            let mut pre = Vec::new();
+                            let ok = self
+                                .caps
+                                .iter()
+                                .all(|v| self.tys.get(v).is_some_and(|(_, t)| is_data(t) && differentiable(t)));
+                            let c = if ok { self.comp_of(&mut pre, &hv) } else { None };
+                            self.caps = saved;
+                            out.extend(pre);
+                            c
+                        }
+                        None => None,
+                    };
+                    // An active `h` only when its companion's pullback gives its environment's
+                    // cotangent (`caps_of`).
+                    let caps = hc.as_ref().and_then(local).and_then(|c| self.caps_of.get(&c)).cloned();
+                    if let (true, Some(hc)) = (!self.active.contains(hid) || caps.is_some(), hc) {
+                        let Type::Fun(_, rt) = &hc.ty else { return self.err("a companion's type (internal)") };
+                        let p = self.emit(out, "p", mk(ExprKind::App(hc.clone(), (*a).clone()), (**rt).clone()));
+                        out.push(Bind {
+                            id: b.id,
+                            name: b.name.clone(),
+                            ty: b.ty.clone(),
+                            rhs: at_span(proj(&p, 0), b.rhs.span),
+                        });
+                        let pb = self.emit(out, "pb", proj(&p, 1));
+                        self.pbs.insert(b.id, (pb, caps.unwrap_or_default()));
+                        continue;
+                    }
+                }
                 if let ExprKind::Var(
                     _,
                     VarRef::Builtin(bi @ (Builtin::Fold | Builtin::Iterate | Builtin::RevIterate)),
@@ -2184,10 +2295,422 @@ impl Ad<'_, '_> {
                     self.while_forward(out, b, &args)?;
                     continue;
                 }
+            } else if self.companions(out, b, rhs, false) {
+                continue;
             }
             out.push(b.clone());
         }
         Ok(())
+    }
+
+    /// A value holding functions whose companion may be needed (`want`; a λ's is made where it
+    /// is needed, `comp_of`): a loop building functions is augmented (`true`: emitted); a copy or
+    /// a projection takes its source's companion; anything else inactive gets `comp_of`'s
+    /// (`true`: emitted). `active`: the binding is active — only a loop whose closures' active
+    /// captures get cotangents (`augment`), or a copy or projection of a companion, are handled.
+    fn companions(&mut self, out: &mut Vec<Bind>, b: &Bind, rhs: &E, active: bool) -> bool {
+        if !holds_fun(&b.ty) || !self.want.contains(&b.id) || matches!(rhs.kind, ExprKind::Lam(..)) {
+            return false;
+        }
+        let (h, args) = anf::anormal::spine(rhs);
+        if let (ExprKind::Var(_, VarRef::Builtin(bi @ (Builtin::Fold | Builtin::Iterate | Builtin::While))), 3) =
+            (&strip(h).kind, args.len())
+        {
+            let args: Vec<E> = args.into_iter().cloned().collect();
+            if self.augment(out, b, *bi, &args, active) {
+                return true;
+            }
+        }
+        let mut pre = Vec::new();
+        let known = match &rhs.kind {
+            ExprKind::Var(_, VarRef::Local(w)) => self.comps.get(w).cloned(),
+            ExprKind::Proj(t, k) => match local(t).and_then(|t| self.comps.get(&t)).cloned() {
+                Some(tc) => {
+                    let c = self.emit(&mut pre, "hc", proj(&tc, *k));
+                    if let Some(cs) = local(&tc).and_then(|t| self.caps_of.get(&t)).cloned() {
+                        self.caps_of.insert(local(&c).unwrap(), cs);
+                    }
+                    Some(c)
+                }
+                None => None,
+            },
+            // A choice between two functions with companions (`if c then h₁ else h₂`): the
+            // companion of the branch taken (rule `if`).
+            ExprKind::If(cnd, l1, l2) => {
+                let comp = |e: &E| match &strip(e).kind {
+                    ExprKind::Var(_, VarRef::Local(v)) => self.comps.get(v).cloned(),
+                    _ => None,
+                };
+                match (comp(l1), comp(l2)) {
+                    (Some(c1), Some(c2)) if c1.ty == c2.ty => {
+                        let caps = |c: &E| local(c).and_then(|c| self.caps_of.get(&c)).cloned();
+                        let (k1, k2) = (caps(&c1), caps(&c2));
+                        if k1 == k2 {
+                            let c = self.emit(&mut pre, "hc", if_(cnd, c1, c2));
+                            if let Some(k) = k1 {
+                                self.caps_of.insert(local(&c).unwrap(), k);
+                            }
+                            Some(c)
+                        } else {
+                            None
+                        }
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let c = match known {
+            Some(c) => Some(c),
+            None if !active => self.comp_of(&mut pre, &b.var()),
+            None => None,
+        };
+        let Some(c) = c else { return false };
+        self.comps.insert(b.id, c);
+        // (The companion's bindings read only earlier ones.) An active binding is emitted by
+        // the caller, through the rest of the forward phase.
+        out.extend(pre);
+        if active {
+            return false;
+        }
+        out.push(b.clone());
+        true
+    }
+
+    /// Adds to `want` the inactive function values of `binds` whose companions an application
+    /// may need: every local at the head of an application of one argument, and, backwards, what
+    /// a wanted value is made from (a copy's source, a projection's tuple, a tuple's components,
+    /// a loop's initial carry).
+    fn wanted(&mut self, binds: &[Bind]) {
+        fn heads(e: &E, want: &mut FxHashSet<LocalId>) {
+            if let ExprKind::App(h, a) = &e.kind {
+                if let ExprKind::Var(_, VarRef::Local(h)) = &strip(h).kind {
+                    want.insert(*h);
+                }
+                // A function a loop builtin applies (`map h xs`: `λy. h y`, `Ad::lam_of`).
+                if let (ExprKind::Var(_, VarRef::Local(f)), true) = (&strip(a).kind, is_fun(&a.ty)) {
+                    if matches!(&anf::anormal::spine(e).0.kind, ExprKind::Var(_, VarRef::Builtin(b)) if is_loop(*b)) {
+                        want.insert(*f);
+                    }
+                }
+            }
+            frontend::lin::for_each_child(e, &mut |c| heads(c, want));
+        }
+        // Loop bodies (`map (λx. h x) xs`) are differentiated with this series' companions.
+        for b in binds {
+            heads(&b.rhs, &mut self.want);
+        }
+        for b in binds.iter().rev() {
+            if !self.want.contains(&b.id) {
+                continue;
+            }
+            let rhs = strip(&b.rhs);
+            let mut add = |e: &E| {
+                if let Some(id) = local(e).filter(|_| holds_fun(&e.ty)) {
+                    self.want.insert(id);
+                }
+            };
+            match &rhs.kind {
+                ExprKind::Var(..) => add(rhs),
+                ExprKind::Proj(t, _) => add(t),
+                ExprKind::If(_, l1, l2) => {
+                    add(strip(l1));
+                    add(strip(l2));
+                }
+                // A λ's companion applies the functions it captures through theirs.
+                ExprKind::Lam(..) => {
+                    let mut fv = FxHashSet::default();
+                    free_locals(rhs, &mut fv);
+                    for id in fv {
+                        if self.tys.get(&id).is_none_or(|(_, t)| holds_fun(t)) {
+                            self.want.insert(id);
+                        }
+                    }
+                }
+                ExprKind::Tuple(cs) => cs.iter().for_each(add),
+                _ => {
+                    let (h, args) = anf::anormal::spine(rhs);
+                    match (&strip(h).kind, args.as_slice()) {
+                        (ExprKind::Var(_, VarRef::Builtin(Builtin::Fold)), [_, z, _]) => add(z),
+                        (ExprKind::Var(_, VarRef::Builtin(Builtin::Iterate | Builtin::While)), [_, _, z]) => add(z),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// The companion of the inactive atom `a` holding functions (see `comps`), its bindings pushed
+    /// on `pre`: a known one; for a λ (a let-bound one, a definition, a builtin's η-expansion)
+    /// [`Ad::companion`]; a copy's, a projection's component, a tuple literal's componentwise.
+    /// `None` when it is not known.
+    fn comp_of(&mut self, pre: &mut Vec<Bind>, a: &E) -> Option<E> {
+        if !holds_fun(&a.ty) || (self.is_active(a) && self.caps.is_empty()) {
+            return None;
+        }
+        if let Some(c) = local(a).and_then(|id| self.comps.get(&id)) {
+            return Some(c.clone());
+        }
+        if is_fun(&a.ty) {
+            if let Ok(l) = self.lam_of(a) {
+                let c = self.companion(&l).ok()?;
+                let c = self.emit(pre, "hc", c);
+                if !self.caps.is_empty() {
+                    self.caps_of.insert(local(&c).unwrap(), self.caps.clone());
+                }
+                return Some(c);
+            }
+        }
+        let id = local(a)?;
+        if let Some(cs) = self.tuples.get(&id).cloned() {
+            let mut parts = Vec::new();
+            for c in &cs {
+                parts.push(if holds_fun(&c.ty) {
+                    self.comp_of(pre, c)?
+                } else {
+                    mk(ExprKind::Lit(Lit::Unit), Type::Unit)
+                });
+            }
+            let c = self.emit(pre, "hc", tuple(parts));
+            if !self.caps.is_empty() {
+                self.caps_of.insert(local(&c).unwrap(), self.caps.clone());
+            }
+            return Some(c);
+        }
+        None
+    }
+
+    /// The type of the cotangents of `caps` (one variable's own type, or a tuple of them).
+    fn caps_ty(&self, caps: &[LocalId]) -> Option<Type> {
+        match caps {
+            [] => None,
+            [c] => Some(self.tys[c].1.clone()),
+            cs => Some(Type::tuple(cs.iter().map(|c| self.tys[c].1.clone()).collect())),
+        }
+    }
+
+    /// The companion of the λ `lamf : a -> b` (a and b data): `λy. let F in (r, λg. let R in ȳ)`,
+    /// F the forward phase of its body at `y` and R its reverse phase seeded with `g` — the
+    /// pullback of the function at `y` (rules 17 and 5, section 7 of docs/pullback-semantics.md:
+    /// "Functions built at run time"). The λ's captured variables are inactive (the closure's
+    /// environment does not depend on the input), so its only cotangent is `ȳ`; a captured
+    /// function not known at compile time is applied through its own companion, so the pullback
+    /// closures of a chain of closures hold each other: the chain's tape.
+    fn companion(&mut self, lamf: &E) -> R<E> {
+        let Type::Fun(a, r) = &lamf.ty else { return self.err("a companion of a non-function (internal)") };
+        let (a, r) = ((**a).clone(), (**r).clone());
+        if !(is_data(&a) && is_data(&r) && differentiable(&a) && differentiable(&r)) {
+            return self.err("a gradient through a call of a function not known at compile time");
+        }
+        let (ps, bb, res) = self.fresh_lam(lamf, 1)?;
+        let yid = self.t.fresh();
+        let y = var(yid, &"y".into(), &a);
+        let mut binds = Vec::new();
+        // Active data of the loop's step the λ captures, recomputed first (fresh binders, the
+        // λ's body renamed to them): its cotangent then reaches the captured active variables.
+        let mut need = FxHashSet::default();
+        free_locals(lamf, &mut need);
+        let mut picked = vec![false; self.remat.len()];
+        for (i, r) in self.remat.iter().enumerate().rev() {
+            if need.contains(&r.id) {
+                picked[i] = true;
+                free_locals(&r.rhs, &mut need);
+            }
+        }
+        let mut ren = FxHashMap::default();
+        for (r, _) in self.remat.clone().iter().zip(&picked).filter(|(_, p)| **p) {
+            let id = self.t.fresh();
+            let rhs = rename(&self.t.refresh(&r.rhs), &ren);
+            ren.insert(r.id, id);
+            binds.push(Bind { id, name: r.name.clone(), ty: r.ty.clone(), rhs });
+        }
+        let mut pat = Vec::new();
+        self.bind_pat(&mut pat, &ps[0], y.clone())?;
+        binds.extend(pat);
+        binds.extend(bb.into_iter().map(|b| Bind { rhs: rename(&b.rhs, &ren), ..b }));
+        let res = rename(&res, &ren);
+        // The captured active variables (`caps`, roots) and their copies and parts are active.
+        let caps = self.caps.clone();
+        let active: FxHashSet<LocalId> =
+            self.active.iter().copied().filter(|v| caps.contains(&self.root(*v))).collect();
+        let mut ad = Ad {
+            t: &mut *self.t,
+            active,
+            lams: self.lams.clone(),
+            adj: FxHashMap::default(),
+            tys: self.tys.clone(),
+            loops: FxHashMap::default(),
+            alias: self.alias.clone(),
+            tuples: self.tuples.clone(),
+            unread: Vec::new(),
+            paths: self.paths.clone(),
+            lens: self.lens.clone(),
+            builds: FxHashMap::default(),
+            sums: summed_producers(&binds, &res),
+            summed: FxHashMap::default(),
+            units: FxHashMap::default(),
+            folds: real_folds(&binds, &res),
+            selects: FxHashMap::default(),
+            changes: self.changes.clone(),
+            frozen: self.frozen.clone(),
+            want: FxHashSet::default(),
+            comps: self.comps.clone(),
+            pbs: FxHashMap::default(),
+            caps: Vec::new(),
+            caps_of: self.caps_of.clone(),
+            remat: Vec::new(),
+        };
+        ad.tys.insert(yid, ("y".into(), a.clone()));
+        if !a.is_discrete() {
+            ad.active.insert(yid);
+        }
+        let mut fwd = Vec::new();
+        ad.forward(&mut fwd, &binds, &res)?;
+        let gid = ad.t.fresh();
+        let g = var(gid, &"g".into(), &r);
+        let mut rev = Vec::new();
+        if let Some(seed) = ad.decompose(&mut rev, &g, false)? {
+            ad.add(&mut rev, &res, seed)?;
+        }
+        ad.reverse(&mut rev, &binds)?;
+        let gy = ad.adj.remove(&yid);
+        let mut gy = ad.materialize(&mut rev, gy, &a, &y)?;
+        if !caps.is_empty() {
+            // The environment's cotangent: each captured active variable's.
+            let mut cs = Vec::new();
+            for c in &caps {
+                let g = ad.adj.remove(c);
+                let v = ad.var_of(*c);
+                let t = v.ty.clone();
+                cs.push(ad.materialize(&mut rev, g, &t, &v)?);
+            }
+            let cs = if cs.len() == 1 { cs.pop().unwrap() } else { tuple(cs) };
+            gy = tuple(vec![gy, cs]);
+        }
+        let pb = lam(gid, &"g".into(), &r, lets(rev, gy));
+        Ok(lam(yid, &"y".into(), &a, lets(fwd, tuple(vec![res, pb]))))
+    }
+
+    /// A `b = fold f z xs` / `iterate n f z` / `while p f z` whose carry holds functions (`fold
+    /// (λh k. λy. h (y * k)) sq ks`), made to carry each function's companion beside it: `(b, bc)
+    /// = fold (λ(h, hc) k. let r = f h k in (r, companion of r)) (z, zc) xs`, the step's body run
+    /// through the forward phase (so a λ it returns gets its companion, with `hc` for the `h` it
+    /// captures). The primal is computed as before, in the same order (a companion is a λ: making
+    /// it cannot fail). `active`: the closures capture active variables (`caps`), whose cotangents
+    /// every companion's pullback returns. `false` (nothing emitted) when a companion is not known
+    /// (a function of another type, a step that is not a known λ, active data the step makes, …).
+    fn augment(&mut self, out: &mut Vec<Bind>, b: &Bind, bi: Builtin, args: &[E], active: bool) -> bool {
+        let mut pre = Vec::new();
+        let saved = std::mem::take(&mut self.caps);
+        let saved_remat = std::mem::take(&mut self.remat);
+        let r = self.augment_into(&mut pre, b, bi, args, active);
+        self.caps = saved;
+        self.remat = saved_remat;
+        match r {
+            Ok(true) => {
+                out.extend(pre);
+                true
+            }
+            // Not augmented (a companion not known): the loop stays as it was, and a call of
+            // what it builds is refused where it is differentiated.
+            _ => false,
+        }
+    }
+
+    fn augment_into(&mut self, out: &mut Vec<Bind>, b: &Bind, bi: Builtin, args: &[E], active: bool) -> R<bool> {
+        let (step, z0, arity) = match bi {
+            Builtin::Fold => (&args[0], &args[1], 2),
+            _ => (&args[1], &args[2], 1),
+        };
+        // An active loop: its closures capture active variables (`caps`), whose cotangents their
+        // companions' pullbacks return. Only when the carry holds no active data of its own (a
+        // closure's cotangent is then its environment's) and the folded array is inactive.
+        let caps = if active {
+            if !fun_or_discrete(&b.ty) || (bi == Builtin::Fold && self.is_active(&args[2])) {
+                return Ok(false);
+            }
+            let caps = self.captures(&[step, z0]);
+            if caps.is_empty()
+                || caps.iter().any(|v| self.tys.get(v).is_none_or(|(_, t)| !is_data(t) || !differentiable(t)))
+            {
+                return Ok(false);
+            }
+            caps
+        } else {
+            Vec::new()
+        };
+        self.caps = caps.clone();
+        let capty = self.caps_ty(&caps);
+        let Some(cty) = comp_ty(&b.ty, capty.as_ref()) else { return Ok(false) };
+        let Some(zc) = self.comp_of(out, z0) else { return Ok(false) };
+        if zc.ty != cty {
+            return Ok(false);
+        }
+        let lamf = self.lam_of(step)?;
+        let aty = Type::tuple(vec![b.ty.clone(), cty.clone()]);
+        let (ps, bb, res) = self.fresh_lam(&lamf, arity)?;
+        let sid = self.t.fresh();
+        let s = var(sid, &"s".into(), &aty);
+        let mut binds = Vec::new();
+        let cid = self.t.fresh();
+        binds.push(Bind { id: cid, name: "c".into(), ty: b.ty.clone(), rhs: proj(&s, 0) });
+        let mut body = Vec::new();
+        let hc = self.emit(&mut body, "hc", proj(&s, 1));
+        if !caps.is_empty() {
+            self.caps_of.insert(local(&hc).unwrap(), caps.clone());
+        }
+        self.comps.insert(cid, hc);
+        self.bind_pat(&mut binds, &ps[0], var(cid, &"c".into(), &b.ty))?;
+        binds.extend(bb);
+        if let Some(r) = local(&res) {
+            self.want.insert(r);
+        }
+        self.forward(&mut body, &binds, &res)?;
+        // Active data the step makes (`let w = x * k in λy. h (y * w)`): a companion recomputes
+        // what its λ captures of it (`remat`); made by a loop, it would need the step's own
+        // reverse (not compiled).
+        for x in &binds {
+            if self.active.contains(&x.id) && !holds_fun(&x.ty) {
+                if mentions_loop(&x.rhs) || matches!(strip(&x.rhs).kind, ExprKind::Lam(..)) {
+                    return Ok(false);
+                }
+                self.remat.push(x.clone());
+            }
+        }
+        let Some(rc) = self.comp_of(&mut body, &res) else { return Ok(false) };
+        if rc.ty != cty {
+            return Ok(false);
+        }
+        let mut f = lets(body, tuple(vec![res, rc]));
+        if arity == 2 {
+            let ty = Type::fun(ps[1].ty.clone(), f.ty.clone());
+            f = mk(ExprKind::Lam(ps[1].clone(), f), ty);
+        }
+        let f = self.emit(out, "f", lam(sid, &"s".into(), &aty, f));
+        let z = self.emit(out, "z", tuple(vec![z0.clone(), zc]));
+        let call_args = match bi {
+            Builtin::Fold => vec![f, z, args[2].clone()],
+            Builtin::Iterate => vec![args[0].clone(), f, z],
+            _ => {
+                // The predicate reads the primal carry.
+                let qid = self.t.fresh();
+                let q = var(qid, &"s".into(), &aty);
+                let pid = self.t.fresh();
+                let c = var(pid, &"c".into(), &b.ty);
+                let app = mk(ExprKind::App(args[0].clone(), c), Type::Bool);
+                let body = lets(vec![Bind { id: pid, name: "c".into(), ty: b.ty.clone(), rhs: proj(&q, 0) }], app);
+                let p = self.emit(out, "p", lam(qid, &"s".into(), &aty, body));
+                vec![p, f, z]
+            }
+        };
+        let r = self.emit(out, "r", at_span(call(bi, &call_args, aty), b.rhs.span));
+        out.push(Bind { id: b.id, name: b.name.clone(), ty: b.ty.clone(), rhs: proj(&r, 0) });
+        let rc = self.emit(out, "hc", proj(&r, 1));
+        if !caps.is_empty() {
+            self.caps_of.insert(local(&rc).unwrap(), caps);
+        }
+        self.comps.insert(b.id, rc);
+        Ok(true)
     }
 
     /// The reverse phase of a series: each binding's transposed Jacobian applied to its adjoint,
@@ -2794,6 +3317,31 @@ impl Ad<'_, '_> {
                     ExprKind::Var(_, VarRef::Builtin(bi)) if args.len() == bi.arity() => {
                         self.builtin_rule(out, *bi, &args, b, g)
                     }
+                    // Through the function's companion (`forward`): rule 5 on its pullback at
+                    // the argument, `ā += pb r̄`.
+                    _ if self.pbs.contains_key(&b.id) && args.len() == 1 => {
+                        let (pb, caps) = self.pbs[&b.id].clone();
+                        let gv = self.materialize(out, Some(g), &z.ty, &z)?;
+                        let Type::Fun(_, at) = &pb.ty else { return self.err("a pullback's type (internal)") };
+                        let at = (**at).clone();
+                        let o = self.emit(out, "d", mk(ExprKind::App(pb, gv), at));
+                        let d = if caps.is_empty() { o.clone() } else { self.emit(out, "d", proj(&o, 0)) };
+                        if let Some(a) = self.decompose(out, &d, true)? {
+                            self.add(out, &args[0], a)?;
+                        }
+                        // The environment's cotangent: into each captured variable's adjoint.
+                        if !caps.is_empty() {
+                            let cs = self.emit(out, "d", proj(&o, 1));
+                            for (i, c) in caps.iter().enumerate() {
+                                let ci = if caps.len() == 1 { cs.clone() } else { self.emit(out, "d", proj(&cs, i)) };
+                                if let Some(a) = self.decompose(out, &ci, true)? {
+                                    let v = self.var_of(*c);
+                                    self.add(out, &v, a)?;
+                                }
+                            }
+                        }
+                        Ok(())
+                    }
                     _ => self.err("a gradient through a call of a function not known at compile time"),
                 }
             }
@@ -2996,6 +3544,14 @@ impl Ad<'_, '_> {
             ExprKind::Var(_, VarRef::Global(_)) => self.t.resolve(f),
             ExprKind::Var(_, VarRef::Local(id)) => match self.lams.get(id) {
                 Some(l) => Ok(l.clone()),
+                // A function built at run time with a companion: `λy. f y`, whose application
+                // goes through the companion (`forward`).
+                None if self.comps.contains_key(id) => {
+                    let Type::Fun(a, r) = &f.ty else { return self.err("a companion's type (internal)") };
+                    let y = self.t.fresh();
+                    let body = mk(ExprKind::App(f.clone(), var(y, &"y".into(), a)), (**r).clone());
+                    Ok(lam(y, &"y".into(), a, body))
+                }
                 None => self.err("a loop over a function not known at compile time"),
             },
             // A builtin (`map tanh xs`, `map sum rows`, `fold max 0.0 xs`) or one partially applied to
@@ -3045,6 +3601,11 @@ impl Ad<'_, '_> {
                     Some((_, t)) if is_fun(t) => {
                         if let Some(l) = self.lams.get(&id) {
                             work.push(l.clone());
+                        }
+                        // A function built at run time: the variables its companion's pullback
+                        // gives cotangents of.
+                        if let Some(cs) = self.comps.get(&id).and_then(local).and_then(|c| self.caps_of.get(&c)) {
+                            work.extend(cs.iter().map(|c| self.var_of(*c)));
                         }
                     }
                     // A part's adjoint lives in its deep root's: that one is carried.
@@ -4278,6 +4839,10 @@ fn allocates(e: &E) -> bool {
             }
             ExprKind::Lam(..) | ExprKind::Array(_) | ExprKind::Bag(_) | ExprKind::Map(_) => *found = true,
             ExprKind::Var(_, VarRef::Builtin(b)) => *found = builtin_allocates(*b),
+            // A call of a closure (a companion or its pullback) may allocate.
+            ExprKind::App(h, _) if matches!(&anf::anormal::spine(h).0.kind, ExprKind::Var(_, VarRef::Local(_))) => {
+                *found = true
+            }
             _ => frontend::lin::for_each_child(e, &mut |c| go(c, found)),
         }
     }
