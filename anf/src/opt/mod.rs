@@ -31,6 +31,7 @@ mod fresh;
 mod guards;
 mod hoist;
 mod inline;
+mod jam;
 mod maps;
 mod order;
 mod returns;
@@ -203,6 +204,14 @@ fn run<E>(
         // turns the element addresses it reads into carried pointers).
         if fresh::first_writes(&mut module.funcs[f]) {
             checked_then_simplified(module, f, &facts, check, "fresh accumulators")?;
+        }
+        // Independent inner reductions several rows at a time (before hoisting and strength
+        // reduction, which then work on the jammed loop), and the loads the rows share merged.
+        if detached(module, f, jam::jam) {
+            checked_then_simplified(module, f, &facts, check, "unroll-and-jam")?;
+            if cse::eliminate(&mut module.funcs[f], &facts) {
+                checked_then_simplified(module, f, &facts, check, "redundancy elimination")?;
+            }
         }
         // Once no other check will be eliminated: checks of a loop's counter against another
         // length become one comparison before the loop (the loop's test runs to the smaller).
