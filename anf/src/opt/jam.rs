@@ -249,18 +249,20 @@ fn plan(
                     return None;
                 }
             }
-            op if quiet(op) => {}
+            op if prefix_op(func, op) => {}
             _ => return None,
         }
     }
-    // Q: every block of the loop reachable from the inner loop's exit without passing H.
+    // Q: every block reachable from the inner loop's exit without passing H.
     let mut q_set: FxHashSet<Block> = FxHashSet::default();
     let mut work = vec![x];
     while let Some(b) = work.pop() {
         if b == h || !q_set.insert(b) {
             continue;
         }
-        if !body.contains(&b) || seen.contains(&b) || inner.contains(&b) {
+        // Outside the loop, only a block that traps (a check's failure).
+        let traps = matches!(func.terminator(b), Some(Op::Trap(..)));
+        if (!body.contains(&b) && !traps) || seen.contains(&b) || inner.contains(&b) {
             return None;
         }
         for s in successors(func, b) {
@@ -394,8 +396,8 @@ fn const_of(func: &Function, v: Value) -> Option<i64> {
     }
 }
 
-/// Is `v` fixed while the inner loop runs: from outside it, or integer arithmetic and lengths of
-/// such values computed in its body?
+/// Is `v` fixed while the inner loop runs: from outside it, or integer arithmetic (division only
+/// by a non-zero constant) and lengths of such values computed in its body?
 fn invariant(func: &Function, in_inner: &impl Fn(Value) -> bool, v: Value, depth: u32) -> bool {
     if !in_inner(v) {
         return true;
@@ -407,6 +409,9 @@ fn invariant(func: &Function, in_inner: &impl Fn(Value) -> bool, v: Value, depth
         Some(Op::Iconst(_)) => true,
         Some(Op::Binary(BinaryOp::Iadd | BinaryOp::Isub | BinaryOp::Imul, a, b)) => {
             invariant(func, in_inner, *a, depth - 1) && invariant(func, in_inner, *b, depth - 1)
+        }
+        Some(Op::Binary(BinaryOp::Sdiv | BinaryOp::Srem, a, d)) if matches!(def_op(func, *d), Some(Op::Iconst(c)) if *c != 0) => {
+            invariant(func, in_inner, *a, depth - 1)
         }
         Some(Op::ArrayLen(a)) => invariant(func, in_inner, *a, depth - 1),
         _ => false,
@@ -639,7 +644,7 @@ fn apply(func: &mut Function, plan: &Plan) {
         back_args.extend(args.iter().enumerate().filter(|&(n, _)| n != k).map(|(_, &a)| a));
     }
     func.append_inst(jb, Op::Jump(BlockCall::new(jh, back_args)), &[]);
-    // Each row's rest alone, its checks kept: none when the rows' lengths are one value, else
+    // Each row's rest alone (its checks passed the test too): none when the rows' lengths are one value, else
     // entered only when the row has elements left (the loop's entry is then not the jammed
     // loop's header, where strength reduction would put the rest's first addresses).
     let mut cur = jx;
@@ -670,7 +675,9 @@ fn apply(func: &mut Function, plan: &Plan) {
         let go = emit(func, th, Op::Icmp(Cmp::Lt, tps[k], ms[r]), Type::Bool);
         func.append_inst(th, Op::Brif(go, BlockCall::new(tb, vec![]), BlockCall::new(next, tps.clone())), &[]);
         for &i in &ib_insts {
-            copy(func, &mut rm, i, tb);
+            if !matches!(func.insts[i].op, Op::BoundsCheck(..)) {
+                copy(func, &mut rm, i, tb);
+            }
         }
         let args: Vec<Value> = back.args.iter().map(|&a| get(&rm, a)).collect();
         func.append_inst(tb, Op::Jump(BlockCall::new(th, args)), &[]);
