@@ -8,7 +8,8 @@
 //! another is never built: `bags`), singleton-map fusion (a one-key map made only to be added
 //! into another is never built: `maps`), unsorted iteration of bags in folds that cannot observe the
 //! order (`order`), zero fills of fresh accumulators whose first loop adds to each element once
-//! (`fresh`), bounds checks of a loop's counter against another array's length made one
+//! (`fresh`), independent inner reductions four rows at a time, each in its own order (`jam`),
+//! bounds checks of a loop's counter against another array's length made one
 //! comparison before the loop (`hoist`), element addresses carried by the loops that step through them (`strength`),
 //! then removal of functions nothing calls.
 //!
