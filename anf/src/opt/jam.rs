@@ -302,6 +302,27 @@ fn plan(
             }
         }
     }
+    // Q reads, of the loop's values, H's parameters, P's, the inner loop's carried values and its
+    // own (each has a copy per row).
+    let q_reads_ok = |v: Value| -> bool {
+        if !in_loop(v) {
+            return true;
+        }
+        match func.values[v].def {
+            ValueDef::Param(b, _) => b == h || b == ih || seen.contains(&b) || q_set.contains(&b),
+            ValueDef::Result(i, _) => seen.iter().chain(&q).any(|&b| func.blocks[b].insts.contains(&i)),
+            ValueDef::Unused => false,
+        }
+    };
+    for &b in &q {
+        for &i in &func.blocks[b].insts {
+            let mut ok = true;
+            func.insts[i].op.for_each_operand(|v| ok &= q_reads_ok(v));
+            if !ok {
+                return None;
+            }
+        }
+    }
     // Q calls nothing but pure support functions and the scope; it stores into arrays made here
     // that P and the inner loop do not load from.
     let mut size = func.blocks[ih].insts.len() + func.blocks[ib].insts.len();
