@@ -55,6 +55,24 @@ const PROGRAMS: &[(&str, &str, Option<usize>)] = &[
         "def main = sum (build (len xs + 2) (fun i -> xs.[i] + short.[i]))",
         Some(2),
     ),
+    // A check of `c + i` (a row's offset plus the counter), hoisted too: the loop runs to `m − c`
+    // (or not at all when `c + i0 < 0`). The row loop around it is also jammed (`anf::opt::jam`),
+    // whose rows' checks are tested before the jammed loop; the check left is the unjammed loop's.
+    (
+        "an offset row in bounds",
+        "def main = sum (build 4 (fun j -> sum (build 10 (fun k -> xs.[j * 10 + k]))))",
+        Some(1),
+    ),
+    (
+        "an offset row past the end",
+        "def main = sum (build 4 (fun j -> sum (build 11 (fun k -> xs.[j * 10 + k]))))",
+        Some(1),
+    ),
+    (
+        "an offset row before the start",
+        "def main = sum (build 4 (fun j -> sum (build 10 (fun k -> xs.[j * 10 - 5 + k]))))",
+        Some(1),
+    ),
     (
         "a division before the check",
         "def main = sum (build (len xs) (fun i -> toReal (7 / (39 - i)) + short.[i]))",
@@ -64,6 +82,7 @@ const PROGRAMS: &[(&str, &str, Option<usize>)] = &[
 
 /// The programs whose checks are hoisted out of their loop (see `hoisted_checks_leave_the_loop`).
 const HOISTED: &[&str] = &[
+    "one past the end",
     "another array's length",
     "count past the length",
     "triangle past the diagonal",
@@ -72,6 +91,9 @@ const HOISTED: &[&str] = &[
     "another array, after a read",
     "two arrays, the first fails first",
     "two arrays, the second fails first",
+    "an offset row in bounds",
+    "an offset row past the end",
+    "an offset row before the start",
 ];
 
 fn program(main: &str) -> String {
@@ -103,6 +125,8 @@ fn programs_reach_their_cases() {
                 | "two arrays, the first fails first"
                 | "two arrays, the second fails first"
                 | "a division before the check"
+                | "an offset row past the end"
+                | "an offset row before the start"
         );
         match interp {
             Ok(v) => assert!(!fails, "{name}: expected an error, got {v}"),

@@ -3,7 +3,10 @@
 //! runs to `len u`, not `len v`), with `m` the length of an array made before the loop, the loop
 //! runs while `i < min(n, m)` with no check, and on leaving it, when `i < n` still holds, the
 //! checks run as the body would have run them — the first of them fails there, with the same
-//! index, length and site as before.
+//! index, length and site as before. A check of `c + i` (`c` fixed while the loop runs: the
+//! rank-1 update `W̄[j·n + k] += ā_j·x_k` of reverse mode's dense layers) bounds the loop by
+//! `m − c` instead, when `c + i0 ≥ 0` (every `i0 ≤ i < m − c` passes it), else by `i0` (the first
+//! iteration fails it); the way out computes `c + i` again for its check.
 //!
 //! Why this keeps every error identical: the checks hoisted are those at the start of the body's
 //! first block (which every iteration runs), preceded only by instructions that cannot fail and
@@ -23,10 +26,11 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::simplify::quiet;
 use super::strength::{
-    arg_to, def_op, dominating_length, insert_before_end, is_increment_of, loop_edges, made_array, natural_loop,
+    arg_to, def_op, dominating_length, insert_before_end, invariant, is_increment_of, loop_edges, made_array,
+    materialise, natural_loop,
 };
 use crate::ir::cfg::{successors, Dominators};
-use crate::ir::{Block, BlockCall, Cmp, Function, InstData, Op, TrapCode, Type, Value, ValueData, ValueDef};
+use crate::ir::{BinaryOp, Block, BlockCall, Cmp, Function, InstData, Op, TrapCode, Type, Value, ValueData, ValueDef};
 
 /// Hoists the checks of `func`'s counted loops; true if any loop changed.
 pub(super) fn hoist(func: &mut Function) -> bool {
@@ -54,11 +58,16 @@ pub(super) fn hoist(func: &mut Function) -> bool {
 struct Plan {
     pre: Block,
     counter: Value,
+    /// The counter's first value (a non-negative constant).
+    start: Value,
     bound: Value,
     body: Block,
+    /// The loop's blocks.
+    blocks: FxHashSet<Block>,
     /// The checks, in order: instruction index in `body`, length (`Err(array)` when the length
-    /// is to be read before the loop), site (an `iconst`'s value or a value from before the loop).
-    checks: Vec<(usize, Result<Value, Value>, Result<i64, Value>)>,
+    /// is to be read before the loop), site (an `iconst`'s value or a value from before the loop),
+    /// and the index's offset `c` when it is `c + i` (`c` fixed while the loop runs).
+    checks: Vec<(usize, Result<Value, Value>, Result<i64, Value>, Option<Value>)>,
 }
 
 /// The checks of the loop headed by `h` that can be hoisted, if any.
@@ -100,9 +109,19 @@ fn plan(func: &Function, doms: &Dominators, preds: &FxHashMap<Block, Vec<Block>>
     for (n, &inst) in func.blocks[body].insts.iter().enumerate() {
         let op = &func.insts[inst].op;
         if let Op::BoundsCheck(idx, len, site) = *op {
-            if idx != counter {
-                break;
-            }
+            let offset = if idx == counter {
+                None
+            } else {
+                match def_op(func, idx) {
+                    Some(Op::Binary(BinaryOp::Iadd, a, b)) if *b == counter && invariant(func, &outside, *a, 3) => {
+                        Some(*a)
+                    }
+                    Some(Op::Binary(BinaryOp::Iadd, a, b)) if *a == counter && invariant(func, &outside, *b, 3) => {
+                        Some(*b)
+                    }
+                    _ => break,
+                }
+            };
             let len = if outside(len) {
                 Ok(len)
             } else {
@@ -124,28 +143,43 @@ fn plan(func: &Function, doms: &Dominators, preds: &FxHashMap<Block, Vec<Block>>
             } else {
                 break;
             };
-            checks.push((n, len, site));
+            checks.push((n, len, site, offset));
         } else if !quiet(op) {
             break;
         }
     }
-    (!checks.is_empty()).then_some(Plan { pre, counter, bound, body, checks })
+    (!checks.is_empty()).then_some(Plan { pre, counter, start: i0, bound, body, blocks: body_set, checks })
 }
 
 /// Rewrites the loop headed by `h` as `plan` says.
 fn apply(func: &mut Function, h: Block, plan: Plan) {
-    let Plan { pre, counter, bound, body, checks } = plan;
-    // Before the loop: the lengths, and `min(n, m_1, …)`.
+    let Plan { pre, counter, start, bound, body, blocks, checks } = plan;
+    // Before the loop: the lengths, and `min(n, m_1, …)` — for `c + i`, `m − c` when `c + i0 ≥ 0`
+    // (then `c + i` passes for `i0 ≤ i < m − c`, and `m ≥ 0` keeps `m − c` from overflowing),
+    // else `i0` (the first iteration fails).
     let mut lens = Vec::new();
+    let mut offsets = Vec::new();
     let mut limit = bound;
-    for (_, len, _) in &checks {
+    for (_, len, _, offset) in &checks {
         let m = match *len {
             Ok(m) => m,
             Err(a) => insert_before_end(func, pre, Op::ArrayLen(a), Type::I64),
         };
-        let less = insert_before_end(func, pre, Op::Icmp(Cmp::Lt, m, limit), Type::Bool);
-        limit = insert_before_end(func, pre, Op::Select(less, m, limit), Type::I64);
+        let c = offset.map(|c| materialise(func, &blocks, pre, c));
+        let last = match c {
+            None => m,
+            Some(c) => {
+                let first = insert_before_end(func, pre, Op::Binary(BinaryOp::Iadd, c, start), Type::I64);
+                let zero = insert_before_end(func, pre, Op::Iconst(0), Type::I64);
+                let ok = insert_before_end(func, pre, Op::Icmp(Cmp::Ge, first, zero), Type::Bool);
+                let room = insert_before_end(func, pre, Op::Binary(BinaryOp::Isub, m, c), Type::I64);
+                insert_before_end(func, pre, Op::Select(ok, room, start), Type::I64)
+            }
+        };
+        let less = insert_before_end(func, pre, Op::Icmp(Cmp::Lt, last, limit), Type::Bool);
+        limit = insert_before_end(func, pre, Op::Select(less, last, limit), Type::I64);
         lens.push(m);
+        offsets.push(c);
     }
     // The header runs to the limit; past it, while `i < n`, the checks fail as they did.
     let last = *func.blocks[h].insts.last().expect("a terminator");
@@ -162,7 +196,7 @@ fn apply(func: &mut Function, h: Block, plan: Plan) {
     let more = func.insts[more].results[0];
     func.append_inst(past, Op::Brif(more, BlockCall::new(fail, Vec::new()), e), &[]);
     let mut moved = Vec::new();
-    for ((n, _, site), m) in checks.iter().zip(&lens) {
+    for (((n, _, site, _), m), c) in checks.iter().zip(&lens).zip(&offsets) {
         let site = match *site {
             Ok(s) => {
                 let i = func.append_inst(fail, Op::Iconst(s), &[Type::I64]);
@@ -170,7 +204,14 @@ fn apply(func: &mut Function, h: Block, plan: Plan) {
             }
             Err(v) => v,
         };
-        func.append_inst(fail, Op::BoundsCheck(counter, *m, site), &[]);
+        let idx = match *c {
+            None => counter,
+            Some(c) => {
+                let i = func.append_inst(fail, Op::Binary(BinaryOp::Iadd, c, counter), &[Type::I64]);
+                func.insts[i].results[0]
+            }
+        };
+        func.append_inst(fail, Op::BoundsCheck(idx, *m, site), &[]);
         moved.push(func.blocks[body].insts[*n]);
     }
     // Not reached: `min(n, m_1, …) <= i < n` makes `i` equal some `m_k`, which fails its check.

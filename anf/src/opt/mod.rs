@@ -8,7 +8,8 @@
 //! another is never built: `bags`), singleton-map fusion (a one-key map made only to be added
 //! into another is never built: `maps`), unsorted iteration of bags in folds that cannot observe the
 //! order (`order`), zero fills of fresh accumulators whose first loop adds to each element once
-//! (`fresh`), bounds checks of a loop's counter against another array's length made one
+//! (`fresh`), independent inner reductions four rows at a time, each in its own order (`jam`),
+//! bounds checks of a loop's counter against another array's length made one
 //! comparison before the loop (`hoist`), element addresses carried by the loops that step through them (`strength`),
 //! then removal of functions nothing calls.
 //!
@@ -31,6 +32,7 @@ mod fresh;
 mod guards;
 mod hoist;
 mod inline;
+mod jam;
 mod maps;
 mod order;
 mod returns;
@@ -203,6 +205,14 @@ fn run<E>(
         // turns the element addresses it reads into carried pointers).
         if fresh::first_writes(&mut module.funcs[f]) {
             checked_then_simplified(module, f, &facts, check, "fresh accumulators")?;
+        }
+        // Independent inner reductions several rows at a time (before hoisting and strength
+        // reduction, which then work on the jammed loop), and the loads the rows share merged.
+        if detached(module, f, jam::jam) {
+            checked_then_simplified(module, f, &facts, check, "unroll-and-jam")?;
+            if cse::eliminate(&mut module.funcs[f], &facts) {
+                checked_then_simplified(module, f, &facts, check, "redundancy elimination")?;
+            }
         }
         // Once no other check will be eliminated: checks of a loop's counter against another
         // length become one comparison before the loop (the loop's test runs to the smaller).

@@ -173,7 +173,7 @@ pub(super) fn def_op(func: &Function, v: Value) -> Option<&Op> {
 
 /// Is `v` computed from values defined outside the loop only, by integer arithmetic at most
 /// `depth` operations deep?
-fn invariant(func: &Function, outside: &impl Fn(Value) -> bool, v: Value, depth: u32) -> bool {
+pub(super) fn invariant(func: &Function, outside: &impl Fn(Value) -> bool, v: Value, depth: u32) -> bool {
     if outside(v) {
         return true;
     }
@@ -188,7 +188,7 @@ fn invariant(func: &Function, outside: &impl Fn(Value) -> bool, v: Value, depth:
 
 /// `v` (an [`invariant`] value) available at the end of `pre`: itself if defined outside the
 /// loop, else its arithmetic computed again there.
-fn materialise(func: &mut Function, body: &FxHashSet<Block>, pre: Block, v: Value) -> Value {
+pub(super) fn materialise(func: &mut Function, body: &FxHashSet<Block>, pre: Block, v: Value) -> Value {
     let inside = match func.values[v].def {
         ValueDef::Result(inst, _) => body.iter().any(|&b| func.blocks[b].insts.contains(&inst)),
         _ => false,

@@ -2327,3 +2327,86 @@ fn fresh_accumulators_refuse_what_the_argument_does_not_cover() {
         "    v20 = iconst 1\n    v21 = iadd v12, v20\n    v30 = fcmp gt v17, v10\n    brif v30, b7, b8\nb7:\n    v31 = call $tick()\n    jump b6\nb8:\n    jump b4(v21)\n",
     )])));
 }
+
+/// A matrix-vector product, `out.[j] = Σ_k w.[j·n + k] · x.[k]` (`n = len x`), each row's sum
+/// one addition chain; `w`'s element is checked, `x`'s is not.
+const ROWS_OF_SUMS: &str = "\
+fn @main(ptr, ptr, i64) -> ptr {
+b0(v0: ptr, v1: ptr, v2: i64):
+    v3 = arraylen v1
+    v4 = arraylen v0
+    v5 = newarray v2, 8
+    v6 = iconst 0
+    jump b1(v6)
+b1(v7: i64):
+    v8 = icmp lt v7, v2
+    brif v8, b2, b6
+b2:
+    v9 = imul v7, v3
+    v10 = fconst 0.0
+    v11 = iconst 0
+    jump b3(v11, v10)
+b3(v12: i64, v13: f64):
+    v14 = icmp lt v12, v3
+    brif v14, b4, b5
+b4:
+    v15 = iadd v9, v12
+    v16 = iconst 7
+    boundscheck v15, v4, v16
+    v17 = elemaddr v0, v15, 8
+    v18 = load.f64 v17+0
+    v19 = elemaddr v1, v12, 8
+    v20 = load.f64 v19+0
+    v21 = fmul v18, v20
+    v22 = fadd v13, v21
+    v23 = iconst 1
+    v24 = iadd v12, v23
+    jump b3(v24, v22)
+b5:
+    v25 = elemaddr v5, v7, 8
+    store v13, v25+0
+    v26 = iconst 1
+    v27 = iadd v7, v26
+    jump b1(v27)
+b6:
+    return v5
+}
+";
+
+/// Unroll-and-jam: four rows' sums in one inner loop (four chains, `x`'s element loaded once for
+/// all four), the original loop kept for the rows left over and for a row whose check would
+/// fail (the one check left is its).
+#[test]
+fn rows_of_sums_are_jammed_four_at_a_time() {
+    let out = opt(ROWS_OF_SUMS);
+    assert_eq!(count(&out, "main", "fadd"), 5, "four jammed chains and the original:\n{out}");
+    assert_eq!(count(&out, "main", "fmul"), 5, "{out}");
+    assert_eq!(count(&out, "main", "load.f64"), 5 + 2, "four rows of w, one x shared; the original's two:\n{out}");
+    assert_eq!(count(&out, "main", "boundscheck"), 1, "the original's check only:\n{out}");
+    assert_eq!(count(&out, "main", "store"), 5, "each row's result, in order, and the original's:\n{out}");
+}
+
+/// Where moving a later row's sum before an earlier row's store could change what is read or
+/// written, or the inner loop does something a row's test cannot decide in advance, the loop
+/// stays as it is.
+#[test]
+fn rows_that_cannot_move_are_not_jammed() {
+    let stays = |from: &str, to: &str| {
+        let src = ROWS_OF_SUMS.replace(from, to);
+        assert_ne!(src, ROWS_OF_SUMS, "{from}");
+        let out = opt(&src);
+        assert_eq!(count(&out, "main", "fadd"), 1, "{from} -> {to}:\n{out}");
+    };
+    // The inner loop reads the array the rows are stored into.
+    stays("    v19 = elemaddr v1, v12, 8\n", "    v19 = elemaddr v5, v12, 8\n");
+    // The inner loop stores.
+    stays("    v23 = iconst 1\n", "    store v22, v19+0\n    v23 = iconst 1\n");
+    // A check of an index that is not the inner counter plus a row's offset.
+    stays("    v16 = iconst 7\n", "    v16 = iconst 7\n    v30 = imul v12, v12\n    boundscheck v30, v4, v16\n");
+    // A division in the inner loop (it may fail).
+    stays("    v23 = iconst 1\n", "    v30 = sdiv v12, v7\n    v23 = iconst 1\n");
+    // The suffix calls a function (which could write what a later row reads).
+    let src = format!("{}\nfn @touch(ptr) -> () {{\nb0(v0: ptr):\n    v1 = fconst 1.0\n    v2 = iconst 0\n    v3 = elemaddr v0, v2, 8\n    store v1, v3+0\n    return\n}}\n", ROWS_OF_SUMS.replace("    v26 = iconst 1\n", "    call @touch(v1)\n    v26 = iconst 1\n"));
+    let out = opt(&src);
+    assert_eq!(count(&out, "main", "fadd"), 1, "a call in the suffix:\n{out}");
+}

@@ -4,13 +4,16 @@
 //! prints it, without the `@`) of that program.
 //! `disasm --grad FILE DEF [FUNCTION]` does the same for the value and gradient of DEF as
 //! `api::Gradient` compiles it (its `@apply` entry by default); `--ir` instead of `--grad` prints
-//! that program's optimised IR.
+//! that program's optimised IR. `--fun` and `--fun-ir` do the same for DEF itself as
+//! `api::Compiled` compiles it (no gradient: GradBench's primals).
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let mode = match args.first().map(String::as_str) {
-        Some("--grad") => Some(false),
-        Some("--ir") => Some(true),
-        _ => None,
+    let (mode, gradient) = match args.first().map(String::as_str) {
+        Some("--grad") => (Some(false), true),
+        Some("--ir") => (Some(true), true),
+        Some("--fun") => (Some(false), false),
+        Some("--fun-ir") => (Some(true), false),
+        _ => (None, true),
     };
     if mode.is_some() {
         args.remove(0);
@@ -36,7 +39,11 @@ fn main() {
     let program = frontend::check_source(&src).unwrap_or_else(|d| panic!("program: {}", d.message));
     let id = runtime::find_def(&program, def).unwrap_or_else(|d| panic!("{}", d.message));
     let mono = anf::mono::monomorphise(&program, id).unwrap_or_else(|d| panic!("{}", d.message));
-    let mono = adjoint::reverse::value_and_gradient(&mono, mono.root()).expect("reverse mode compiles");
+    let mono = if gradient {
+        adjoint::reverse::value_and_gradient(&mono, mono.root()).expect("reverse mode compiles")
+    } else {
+        adjoint::reverse::transform(&mono).expect("reverse mode compiles").unwrap_or(mono)
+    };
     let mono = adjoint::incremental::expand(&mono).unwrap_or_else(|d| panic!("{}", d.message));
     let (mut arity, mut ty) = (0, mono.def(mono.root()).ty.clone());
     while let frontend::types::Type::Fun(_, b) = ty {
