@@ -274,13 +274,7 @@ fn changes_read_from_arrays_keep_their_errors() {
             "index 2 out of bounds for length 2",
         ),
     ];
-    frontend::with_big_stack(|| {
-        for (src, msg) in cases {
-            let (a, b) = both_errors(src);
-            assert_eq!(a.message, msg, "{src}");
-            assert_eq!((&b.message, b.span), (&a.message, a.span), "{src}");
-        }
-    });
+    same_errors(&cases);
 }
 
 /// A dual map on an array space applied to a tangent compiles as precomposition, ⟨w, S[t/v]⟩;
@@ -310,13 +304,7 @@ fn dual_maps_on_array_spaces_keep_their_errors() {
             "index 1 out of bounds for length 1",
         ),
     ];
-    frontend::with_big_stack(|| {
-        for (src, msg) in cases {
-            let (a, b) = both_errors(src);
-            assert_eq!(a.message, msg, "{src}");
-            assert_eq!((&b.message, b.span), (&a.message, a.span), "{src}");
-        }
-    });
+    same_errors(&cases);
 }
 
 /// A dual vector applied to a tangent is the pairing ⟨r, t⟩, defined on the tangent space at the
@@ -547,13 +535,7 @@ fn producer_errors_come_first_in_both_engines() {
             "index 2 out of bounds for length 2",
         ),
     ];
-    frontend::with_big_stack(|| {
-        for (src, msg) in cases {
-            let (a, b) = both_errors(src);
-            assert_eq!(a.message, msg, "{src}");
-            assert_eq!((&b.message, b.span), (&a.message, a.span), "{src}");
-        }
-    });
+    same_errors(&cases);
 }
 
 /// A loop inside a loop body tapes into one tape made before the enclosing loop when its length is
@@ -781,13 +763,7 @@ fn errors_inside_built_functions_are_the_interpreters() {
         // The initial function's error, reached at the bottom of the chain.
         ("def ys = [1.0]\ndef main = grad (fun g -> (fold (fun (h : Real -> Real) (k : Real) -> fun (y : Real) -> h (y * k)) (fun (y : Real) -> y * ys.[toInt y]) [1.0, 2.0]) g) 1.0", "index 2 out of bounds for length 1"),
     ];
-    frontend::with_big_stack(|| {
-        for (src, msg) in cases {
-            let (a, b) = both_errors(src);
-            assert_eq!(a.message, msg, "{src}");
-            assert_eq!((&b.message, b.span), (&a.message, a.span), "{src}");
-        }
-    });
+    same_errors(&cases);
 }
 
 /// What stays with the interpreter, per site and with a note: a gradient of a gradient through a
@@ -808,6 +784,18 @@ fn built_functions_not_compiled_yet_fall_back_per_site() {
             let note = note.expect("a note");
             assert_eq!(note.lines().count(), 1, "{note}");
             assert!(note.contains("that site is evaluated by the reference interpreter"), "{note}");
+        }
+    });
+}
+
+/// Each case's program fails in both engines with the message given, the same message at the
+/// same span (see `both_errors`).
+fn same_errors(cases: &[(&str, &str)]) {
+    frontend::with_big_stack(|| {
+        for &(src, msg) in cases {
+            let (a, b) = both_errors(src);
+            assert_eq!(a.message, msg, "{src}");
+            assert_eq!((&b.message, b.span), (&a.message, a.span), "{src}");
         }
     });
 }
